@@ -1,0 +1,104 @@
+"""Build the C++ trainer (cpp/) into a shared library, once per source and toolchain.
+
+The library is cached under build/<hash>/ where the hash covers the sources, the Makefile,
+the compiler flags and the torch version, so a second run rebuilds nothing.
+`python -m bench.build` builds by hand and prints the library's path.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CPP_DIR = ROOT / "cpp"
+BUILD_DIR = ROOT / "build"
+SOURCES = ("phasebench.cpp", "phasebench.h", "Makefile")
+LIBRARY_NAME = "libphasebench.so"
+# PHASEBENCH_SANITIZE=address builds (and caches separately) an AddressSanitizer library.
+SANITIZERS = {"": "", "address": "-fsanitize=address -fno-omit-frame-pointer"}
+
+
+class BuildUnavailable(RuntimeError):
+    """No C++ toolchain here: the cpp cases are skipped with this message."""
+
+
+class BuildFailed(RuntimeError):
+    """The compiler ran and failed: the cpp cases fail with its output."""
+
+
+def make_variables() -> dict[str, str]:
+    import torch
+    from torch.utils import cpp_extension
+
+    libdir = cpp_extension.library_paths()[0]
+    cuda_libs = [f"-l{name}" for name in ("torch_cuda", "c10_cuda") if Path(libdir, f"lib{name}.so").exists()]
+    sanitize = os.environ.get("PHASEBENCH_SANITIZE", "")
+    if sanitize not in SANITIZERS:
+        raise BuildFailed(f"PHASEBENCH_SANITIZE={sanitize!r}: valid values are {sorted(SANITIZERS)}")
+    return {
+        "CXX": os.environ.get("CXX", "g++"),
+        "TORCH_INCLUDES": " ".join(cpp_extension.include_paths()),
+        "TORCH_LIBDIR": libdir,
+        "TORCH_CUDA_LIBS": " ".join(cuda_libs),
+        "ABI_FLAG": f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}",
+        "SANITIZE": SANITIZERS[sanitize],
+        "TORCH_VERSION": torch.__version__,  # not used by make; part of the hash
+    }
+
+
+def build_hash(variables: dict[str, str]) -> str:
+    digest = hashlib.sha256()
+    for name in SOURCES:
+        digest.update(name.encode() + b"\0" + (CPP_DIR / name).read_bytes())
+    for key in sorted(variables):
+        digest.update(f"{key}={variables[key]}\0".encode())
+    return digest.hexdigest()[:16]
+
+
+def library_path(quiet: bool = True) -> Path:
+    """The built library, building it first if the cache has none for this hash."""
+    variables = make_variables()
+    for tool in (variables["CXX"], "make"):
+        if shutil.which(tool) is None:
+            raise BuildUnavailable(f"no C++ toolchain: '{tool}' not found on PATH (install g++ and make)")
+    out_dir = BUILD_DIR / build_hash(variables)
+    library = out_dir / LIBRARY_NAME
+    if library.exists():
+        return library
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # Several workers may ask at once: one builds, the others wait for it.
+    with open(out_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if library.exists():
+            return library
+        partial = out_dir / (LIBRARY_NAME + ".partial")
+        command = ["make", "--no-print-directory", "-B", "-C", str(CPP_DIR), f"OUT={partial}"]
+        command += [f"{key}={value}" for key, value in variables.items() if key != "TORCH_VERSION"]
+        if not quiet:
+            print(f"building {library} ...", file=sys.stderr, flush=True)
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise BuildFailed(f"C++ build failed ({' '.join(command)}):\n{done.stdout}{done.stderr}")
+        if done.stderr.strip():  # warnings: -Wall -Wextra should be clean (README)
+            (out_dir / "warnings.txt").write_text(done.stderr)
+        partial.rename(library)
+    return library
+
+
+def main() -> int:
+    try:
+        print(library_path(quiet=False))
+    except (BuildUnavailable, BuildFailed) as error:
+        print(error, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""The pytest side of the workers: spawn, ask, time out, and report a death with its cause."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class WorkerError(RuntimeError):
+    """The worker answered with an error: the trainer's message, verbatim."""
+
+
+class WorkerDied(RuntimeError):
+    """The worker crashed, was killed, or did not answer in time."""
+
+
+class WorkerClock:
+    """pytest-benchmark's timer for phases timed inside a worker (SPEC §3).
+
+    It stands still while the pytest process talks to the worker and advances by each duration
+    the worker reports, so pytest-benchmark's statistics see exactly the in-worker times."""
+
+    __name__ = "worker_clock"  # how saved results name the timer
+
+    def __init__(self):
+        self.ns = 0
+
+    def __call__(self) -> float:
+        return self.ns / 1e9
+
+    def advance(self, ns: int) -> None:
+        self.ns += ns
+
+
+worker_clock = WorkerClock()
+
+
+def describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit status {returncode}"
+
+
+class Worker:
+    """One worker subprocess (bench/worker.py) with its trainer started."""
+
+    def __init__(self, impl: str, device: str, options: dict, timeout: float, library: str | None = None):
+        self.impl, self.device, self.timeout = impl, device, timeout
+        self.log = tempfile.NamedTemporaryFile(prefix=f"phasebench-{impl}-{device}-", suffix=".log", delete=False)
+        read_fd, write_fd = os.pipe()
+        command = [sys.executable, "-m", "bench.worker", "--impl", impl, "--reply-fd", str(write_fd)]
+        if library:
+            command += ["--library", library]
+        self.started_ns = time.perf_counter_ns()
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=self.log, stderr=self.log,
+                                        pass_fds=(write_fd,), cwd=ROOT)
+        os.close(write_fd)
+        self.replies, self.buffer = read_fd, b""
+        try:
+            self.info = self.request({"cmd": "start", "options": options})
+        except BaseException:
+            self.kill()
+            self.close()
+            raise
+
+    @property
+    def name(self) -> str:
+        return f"{self.impl} worker on {self.device}"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log_tail(self, lines: int = 15) -> str:
+        text = Path(self.log.name).read_text(errors="replace").strip().splitlines()
+        return "\n".join(text[-lines:])
+
+    def _died(self, what: str, cause: str) -> WorkerDied:
+        tail = self.log_tail()
+        return WorkerDied(f"{self.name} {cause} during '{what}'" + (f"; its last output:\n{tail}" if tail else ""))
+
+    def _read_line(self, what: str, deadline: float) -> bytes:
+        while b"\n" not in self.buffer:
+            ready, _, _ = select.select([self.replies], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                self.kill()
+                return b""
+            chunk = os.read(self.replies, 1 << 20)
+            if not chunk:
+                self.process.wait()
+                raise self._died(what, f"died with {describe_exit(self.process.returncode)}")
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line
+
+    def request(self, message: dict, timeout: float | None = None) -> dict:
+        what = message.get("name") or message["cmd"]
+        timeout = self.timeout if timeout is None else timeout
+        try:
+            self.process.stdin.write(json.dumps(message).encode() + b"\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self.process.wait()
+            raise self._died(what, f"had died with {describe_exit(self.process.returncode)}") from None
+        line = self._read_line(what, time.monotonic() + timeout)
+        if not line:
+            raise self._died(what, f"did not answer within {timeout:g} s (--round-timeout) and was killed")
+        reply = json.loads(line)
+        if not reply.pop("ok"):
+            raise WorkerError(f"{self.name}: {reply['error']}")
+        return reply
+
+    def run_phase(self, phase: str) -> tuple[int, dict]:
+        reply = self.request({"cmd": "phase", "name": phase})
+        return reply["ns"], reply["product"]
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """Stop the worker; returns its exit status."""
+        if self.alive():
+            try:
+                self.request({"cmd": "stop"}, timeout=timeout)
+                self.process.wait(timeout=timeout)
+            except (WorkerDied, WorkerError, subprocess.TimeoutExpired):
+                self.kill()
+        self.close()
+        return self.process.returncode
+
+    def kill(self) -> None:
+        if self.alive():
+            self.process.kill()
+        self.process.wait()
+
+    def close(self) -> None:
+        if self.replies is not None:
+            os.close(self.replies)
+            self.replies = None
+        if self.process.stdin:
+            self.process.stdin.close()
+        self.log.close()
+        os.unlink(self.log.name)
+
+
+class WorkerPool:
+    """Long-lived workers, one per (implementation, device); a dead one is replaced on next use."""
+
+    def __init__(self, make_worker):
+        self.make_worker = make_worker
+        self.workers: dict[tuple[str, str], Worker] = {}
+
+    def get(self, impl: str, device: str, library: str | None = None) -> Worker:
+        worker = self.workers.get((impl, device))
+        if worker is None or not worker.alive():
+            if worker is not None:
+                worker.close()
+            worker = self.workers[(impl, device)] = self.make_worker(impl, device, library)
+        return worker
+
+    def discard(self, worker: Worker) -> None:
+        worker.kill()
+        worker.close()
+        self.workers = {key: w for key, w in self.workers.items() if w is not worker}
+
+    def stop_all(self) -> None:
+        for worker in self.workers.values():
+            worker.stop()
+        self.workers.clear()

@@ -1,0 +1,160 @@
+"""ctypes bindings to the C ABI of cpp/phasebench.h. Used by the C++ worker only: importing this
+module imports neither torch nor the Python trainer."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from array import array
+
+PB_OK = 0
+MAX_BATCH = 64
+IMAGE_FLOATS = 28 * 28
+
+
+class Options(ctypes.Structure):
+    _fields_ = [
+        ("data_root", ctypes.c_char_p),
+        ("device", ctypes.c_char_p),
+        ("log_path", ctypes.c_char_p),
+        ("threads", ctypes.c_int32),
+        ("seed", ctypes.c_int64),
+        ("dropout", ctypes.c_double),
+        ("slow_phase", ctypes.c_char_p),
+        ("slow_ns", ctypes.c_int64),
+    ]
+
+
+class Result(ctypes.Structure):
+    _fields_ = [
+        ("loss", ctypes.c_double),
+        ("shape", ctypes.c_int64 * 4),
+        ("ndim", ctypes.c_int32),
+        ("finite", ctypes.c_int32),
+    ]
+
+
+class CppError(RuntimeError):
+    """A PB_ERROR status; the message is the library's, verbatim."""
+
+
+_P = ctypes.c_void_p
+_I64P = ctypes.POINTER(ctypes.c_int64)
+_SIGNATURES = {
+    "pb_create": [ctypes.POINTER(Options), ctypes.POINTER(_P)],
+    "pb_destroy": [_P],
+    "pb_phase_names": [_P, ctypes.c_char_p, ctypes.c_int64],
+    "pb_run_phase": [_P, ctypes.c_char_p, _I64P, ctypes.POINTER(Result)],
+    "pb_param_count": [_P, _I64P],
+    "pb_param_layout": [_P, ctypes.c_char_p, ctypes.c_int64],
+    "pb_get_params": [_P, ctypes.POINTER(ctypes.c_float), ctypes.c_int64],
+    "pb_set_params": [_P, ctypes.POINTER(ctypes.c_float), ctypes.c_int64],
+    "pb_epoch_batches": [_P, _I64P],
+    "pb_get_batch": [_P, ctypes.c_int64, ctypes.POINTER(ctypes.c_float), _I64P, ctypes.c_int64, _I64P],
+    "pb_train_steps": [_P, ctypes.c_int64, ctypes.POINTER(ctypes.c_double)],
+    "pb_evaluate": [_P, ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double)],
+    "pb_train": [_P, ctypes.c_int32, ctypes.c_int32, _I64P, ctypes.c_int64, _I64P, _I64P],
+}
+
+
+def load(path: str) -> ctypes.CDLL:
+    lib = ctypes.CDLL(path)
+    for name, argtypes in _SIGNATURES.items():
+        function = getattr(lib, name)
+        function.argtypes, function.restype = argtypes, ctypes.c_int
+    lib.pb_last_error.argtypes, lib.pb_last_error.restype = [], ctypes.c_char_p
+    return lib
+
+
+def _product(result: Result) -> dict:
+    return {
+        "shape": list(result.shape[: result.ndim]),
+        "finite": bool(result.finite),
+        "loss": None if math.isnan(result.loss) else result.loss,
+    }
+
+
+class CppTrainer:
+    """The C++ trainer behind the same methods as bench.trainer.Trainer (as the worker uses them)."""
+
+    def __init__(self, lib: ctypes.CDLL, root: str, device: str = "cpu", threads: int = 0, seed: int = 1,
+                 log_path: str | None = None, dropout: float = 0.5, slow_phase: str = "", slow_ns: int = 0):
+        self.lib = lib
+        # LibTorch's MNIST reads the IDX files straight from the folder it is given.
+        self._options = Options(f"{root}/MNIST/raw".encode(), device.encode(),
+                                log_path.encode() if log_path else None, threads, seed, dropout,
+                                slow_phase.encode(), slow_ns)
+        self.handle = _P()
+        self._call("pb_create", ctypes.byref(self._options), ctypes.byref(self.handle))
+
+    def _call(self, name: str, *args) -> None:
+        if getattr(self.lib, name)(*args) != PB_OK:
+            raise CppError(self.lib.pb_last_error().decode(errors="replace"))
+
+    def _text(self, name: str) -> str:
+        buffer = ctypes.create_string_buffer(4096)
+        self._call(name, self.handle, buffer, len(buffer))
+        return buffer.value.decode()
+
+    def close(self):
+        if self.handle:
+            self._call("pb_destroy", self.handle)
+            self.handle = _P()
+
+    def phase_names(self) -> list[str]:
+        return self._text("pb_phase_names").split(",")
+
+    def run_phase(self, name: str) -> tuple[int, dict]:
+        ns, result = ctypes.c_int64(), Result()
+        self._call("pb_run_phase", self.handle, name.encode(), ctypes.byref(ns), ctypes.byref(result))
+        return ns.value, _product(result)
+
+    def layout(self) -> list[tuple[str, list[int]]]:
+        entries = [entry.split(" ") for entry in self._text("pb_param_layout").split(";") if entry]
+        return [(name, [int(d) for d in dims.split("x")]) for name, dims in entries]
+
+    def param_count(self) -> int:
+        count = ctypes.c_int64()
+        self._call("pb_param_count", self.handle, ctypes.byref(count))
+        return count.value
+
+    def get_params(self) -> array:
+        values = array("f", bytes(4 * self.param_count()))
+        buffer = (ctypes.c_float * len(values)).from_buffer(values)
+        self._call("pb_get_params", self.handle, buffer, len(values))
+        return values
+
+    def set_params(self, values: array) -> None:
+        buffer = (ctypes.c_float * len(values)).from_buffer(values)
+        self._call("pb_set_params", self.handle, buffer, len(values))
+
+    def epoch_batches(self) -> int:
+        count = ctypes.c_int64()
+        self._call("pb_epoch_batches", self.handle, ctypes.byref(count))
+        return count.value
+
+    def batch_at(self, index: int) -> tuple[array, list[int]]:
+        images = (ctypes.c_float * (MAX_BATCH * IMAGE_FLOATS))()
+        labels = (ctypes.c_int64 * MAX_BATCH)()
+        size = ctypes.c_int64()
+        self._call("pb_get_batch", self.handle, index, images, labels, MAX_BATCH, ctypes.byref(size))
+        n = size.value
+        return array("f", images[: n * IMAGE_FLOATS]), list(labels[:n])
+
+    def train_steps(self, steps: int) -> list[float]:
+        losses = (ctypes.c_double * steps)()
+        self._call("pb_train_steps", self.handle, steps, losses)
+        return list(losses)
+
+    def evaluate(self) -> tuple[float, float]:
+        accuracy, loss = ctypes.c_double(), ctypes.c_double()
+        self._call("pb_evaluate", self.handle, ctypes.byref(accuracy), ctypes.byref(loss))
+        return accuracy.value, loss.value
+
+    def train(self, epochs: int, synchronize: bool) -> tuple[dict[str, int], int, int]:
+        names = self.phase_names()
+        totals = (ctypes.c_int64 * len(names))()
+        steps, loop_ns = ctypes.c_int64(), ctypes.c_int64()
+        self._call("pb_train", self.handle, epochs, int(synchronize), totals, len(names),
+                   ctypes.byref(steps), ctypes.byref(loop_ns))
+        return dict(zip(names, totals)), steps.value, loop_ns.value

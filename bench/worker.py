@@ -1,0 +1,153 @@
+"""The worker subprocess: one per (implementation, device), it owns a trainer and times phases.
+
+    python -m bench.worker --impl python|cpp --reply-fd FD [--library PATH]
+
+Requests arrive as JSON lines on stdin; each gets one JSON line on FD. The process's own
+stdout is pointed at stderr so that nothing printed by torch, torchvision or LibTorch can
+corrupt the replies. The C++ worker loads the library with ctypes and never imports torch
+or the Python trainer (SPEC §4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+from array import array
+
+
+class PythonAdapter:
+    def __init__(self, options: dict):
+        from bench.trainer import PHASE_NAMES, Trainer
+
+        self.trainer = Trainer(**options)
+        self.names = list(PHASE_NAMES)
+
+    def phase_names(self):
+        return self.names
+
+    def get_params(self) -> bytes:
+        return self.trainer.get_params().numpy().tobytes()
+
+    def set_params(self, data: bytes):
+        import torch
+
+        self.trainer.set_params(torch.frombuffer(bytearray(data), dtype=torch.float32))
+
+    def batch_at(self, index: int):
+        data, target = self.trainer.batch_at(index)
+        return data.float().contiguous().numpy().tobytes(), target.tolist()
+
+
+class CppAdapter:
+    def __init__(self, options: dict, library: str):
+        from bench import cpp_lib
+
+        self.trainer = cpp_lib.CppTrainer(cpp_lib.load(library), **options)
+
+    def phase_names(self):
+        return self.trainer.phase_names()
+
+    def get_params(self) -> bytes:
+        return self.trainer.get_params().tobytes()
+
+    def set_params(self, data: bytes):
+        self.trainer.set_params(array("f", data))
+
+    def batch_at(self, index: int):
+        images, labels = self.trainer.batch_at(index)
+        return images.tobytes(), labels
+
+
+def fault(kind: str):
+    """Test-only fault knob (README, "Faults"): make this worker die or hang on purpose."""
+    if kind == "segfault":
+        ctypes.string_at(0)
+    elif kind == "abort":
+        os.abort()
+    elif kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif kind == "hang":
+        while True:
+            time.sleep(3600)
+    raise ValueError(f"unknown fault '{kind}': segfault, abort, kill or hang")
+
+
+def handle(adapter, request: dict) -> dict:
+    command = request["cmd"]
+    trainer = adapter.trainer
+    if command == "phase":
+        ns, product = trainer.run_phase(request["name"])
+        return {"ns": ns, "product": product}
+    if command == "phase_names":
+        return {"names": adapter.phase_names()}
+    if command == "layout":
+        return {"layout": trainer.layout()}
+    if command == "get_params":
+        return {"data": base64.b64encode(adapter.get_params()).decode()}
+    if command == "set_params":
+        adapter.set_params(base64.b64decode(request["data"]))
+        return {}
+    if command == "epoch_batches":
+        return {"count": trainer.epoch_batches()}
+    if command == "batch":
+        images, labels = adapter.batch_at(request["index"])
+        return {"images": base64.b64encode(images).decode(), "labels": labels}
+    if command == "train_steps":
+        return {"losses": trainer.train_steps(request["steps"])}
+    if command == "evaluate":
+        accuracy, loss = trainer.evaluate()
+        return {"accuracy": accuracy, "loss": loss}
+    if command == "train":
+        totals, steps, loop_ns = trainer.train(request["epochs"], request["synchronize"])
+        return {"phase_ns": totals, "steps": steps, "loop_ns": loop_ns}
+    if command == "fault":
+        fault(request["kind"])
+    raise ValueError(f"unknown command '{command}'")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--impl", choices=("python", "cpp"), required=True)
+    parser.add_argument("--reply-fd", type=int, required=True)
+    parser.add_argument("--library")
+    args = parser.parse_args(argv)
+    replies = os.fdopen(args.reply_fd, "w", buffering=1)
+    os.dup2(2, 1)
+
+    def reply(message: dict):
+        replies.write(json.dumps(message) + "\n")
+
+    adapter = None
+    for line in sys.stdin:
+        request = json.loads(line)
+        command = request.get("cmd")
+        try:
+            if command == "stop":
+                if adapter is not None:
+                    adapter.trainer.close()
+                reply({"ok": True})
+                return 0
+            if command == "ping":  # the round trip alone, for worker_overhead
+                reply({"ok": True})
+                continue
+            if command == "start":
+                adapter = (PythonAdapter(request["options"]) if args.impl == "python"
+                           else CppAdapter(request["options"], args.library))
+                reply({"ok": True, "pid": os.getpid(), "phases": adapter.phase_names()})
+                continue
+            if adapter is None:
+                raise RuntimeError(f"'{command}' before 'start'")
+            reply({"ok": True} | handle(adapter, request))
+        except Exception as error:  # the client raises it with this message, verbatim
+            reply({"ok": False, "error": str(error), "type": type(error).__name__})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""phasebench's pytest plugin: options, data, workers, and what every saved result records."""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass, field
+
+import pytest
+
+from bench import build, data
+from bench.client import Worker, WorkerPool
+
+IMPLEMENTATIONS = ("python", "cpp")
+DEVICES = ("cpu", "cuda")
+
+
+@dataclass
+class Settings:
+    """What the options resolved to; `config.phasebench`."""
+
+    impls: tuple[str, ...]
+    devices: tuple[str, ...]
+    threads: int
+    rounds: int
+    warmup_rounds: int
+    round_timeout: float
+    source: data.DataSource | None
+    cuda_reason: str | None  # why cuda cases skip; None when a GPU is usable
+    machine: dict = field(default_factory=dict)
+
+    def worker_options(self, device: str, log_path: str) -> dict:
+        return {"root": self.source.root, "device": device, "threads": self.threads, "seed": 1,
+                "log_path": log_path}
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("phasebench", "phasebench: Python vs C++ training phases")
+    group.addoption("--impl", default=",".join(IMPLEMENTATIONS),
+                    help="implementations to run, comma-separated: python,cpp (default: both)")
+    group.addoption("--device", default=",".join(DEVICES),
+                    help="devices to run, comma-separated: cpu,cuda (default: both; cuda skips without a GPU)")
+    group.addoption("--threads", type=int, default=0,
+                    help="intra-op threads for both workers (default: what torch picks on this machine)")
+    group.addoption("--mnist-root", default="data", help="data folder (default: data/)")
+    group.addoption("--dataset", default="auto",
+                    help=f"data source: {', '.join(data.DATASET_CHOICES)} (default: auto, see README)")
+    group.addoption("--rounds", type=int, default=100, help="counted rounds per phase benchmark (default: 100)")
+    group.addoption("--warmup-rounds", type=int, default=10,
+                    help="uncounted rounds before them (default: 10)")
+    group.addoption("--round-timeout", type=float, default=300.0,
+                    help="seconds a worker may take to answer one request before it is killed (default: 300)")
+
+
+def _choices(config, option: str, valid: tuple[str, ...]) -> tuple[str, ...]:
+    value = config.getoption(option)
+    chosen = tuple(v.strip() for v in value.split(",") if v.strip())
+    bad = [v for v in chosen if v not in valid]
+    if bad or not chosen:
+        raise pytest.UsageError(f"--{option} {value!r}: valid values are {', '.join(valid)} (comma-separated)")
+    return chosen
+
+
+def _cuda_reason() -> str | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return "no usable GPU: torch.cuda.is_available() is False"
+    return None
+
+
+def _machine_info(settings: Settings) -> dict:
+    import torch
+    import torchvision
+
+    info = {
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "gpu": None,
+        "cpu": _cpu_model(),
+        "threads": settings.threads,
+        "dataset": settings.source.name if settings.source else None,
+        "dataset_path": settings.source.raw_dir if settings.source else None,
+        "dataset_origin": settings.source.origin if settings.source else None,
+        "rounds": settings.rounds,
+        "warmup_rounds": settings.warmup_rounds,
+    }
+    if settings.cuda_reason is None:
+        info["gpu"] = {"name": torch.cuda.get_device_name(0), "driver": _driver_version()}
+    else:
+        info["gpu_unavailable"] = settings.cuda_reason
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _driver_version() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return pynvml.nvmlSystemGetDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no NVML: the version stays unknown, nothing else depends on it
+        return None
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs_data: the test reads the workload's data")
+    impls = _choices(config, "impl", IMPLEMENTATIONS)
+    devices = _choices(config, "device", DEVICES)
+    dataset = config.getoption("dataset")
+    if dataset not in data.DATASET_CHOICES:
+        raise pytest.UsageError(f"--dataset {dataset!r}: valid values are {', '.join(data.DATASET_CHOICES)}")
+    for option in ("threads", "rounds", "warmup_rounds", "round_timeout"):
+        minimum = 1 if option == "rounds" else 0
+        if config.getoption(option) < minimum:
+            raise pytest.UsageError(f"--{option.replace('_', '-')} must be at least {minimum}")
+    if config.option.help or config.option.collectonly:
+        source = None
+    else:
+        try:
+            source = data.resolve(dataset, config.getoption("mnist_root"))
+        except data.DataError as error:
+            raise pytest.UsageError(str(error)) from None
+    import torch
+
+    config.phasebench = Settings(
+        impls=impls, devices=devices,
+        threads=config.getoption("threads") or torch.get_num_threads(),
+        rounds=config.getoption("rounds"), warmup_rounds=config.getoption("warmup_rounds"),
+        round_timeout=config.getoption("round_timeout"),
+        source=source, cuda_reason=_cuda_reason(),
+    )
+    config.phasebench.machine = _machine_info(config.phasebench)
+
+
+def pytest_report_header(config):
+    settings: Settings = config.phasebench
+    m = settings.machine
+    source = f"{settings.source.name} ({settings.source.raw_dir}; from {settings.source.origin})" if settings.source else "-"
+    gpu = m["gpu"]["name"] if m["gpu"] else f"none ({settings.cuda_reason})"
+    return [
+        f"phasebench: data {source}",
+        f"phasebench: torch {m['torch']}, torchvision {m['torchvision']}, CUDA {m['cuda']}, cuDNN {m['cudnn']}; "
+        f"GPU {gpu}; {settings.threads} intra-op threads; {settings.rounds} rounds after {settings.warmup_rounds} warm-up",
+    ]
+
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    machine_info["phasebench"] = config.phasebench.machine
+
+
+def pytest_collection_modifyitems(config, items):
+    settings: Settings = config.phasebench
+    for item in items:
+        params = getattr(item, "callspec", None) and item.callspec.params
+        if not params:
+            continue
+        if params.get("impl", settings.impls[0]) not in settings.impls:
+            item.add_marker(pytest.mark.skip(reason=f"--impl {','.join(settings.impls)} excludes {params['impl']}"))
+        if params.get("device", settings.devices[0]) not in settings.devices:
+            item.add_marker(pytest.mark.skip(reason=f"--device {','.join(settings.devices)} excludes {params['device']}"))
+
+
+@pytest.fixture(scope="session")
+def settings(pytestconfig) -> Settings:
+    return pytestconfig.phasebench
+
+
+@pytest.fixture(scope="session")
+def cpp_library() -> str:
+    """The built C++ library; the cpp cases skip when no C++ toolchain is installed."""
+    try:
+        return str(build.library_path())
+    except build.BuildUnavailable as error:
+        pytest.skip(str(error))
+
+
+@pytest.fixture(scope="session")
+def worker_pool(settings, tmp_path_factory):
+    logs = tmp_path_factory.mktemp("progress-logs")
+
+    def make(impl: str, device: str, library: str | None) -> Worker:
+        options = settings.worker_options(device, log_path=str(logs / f"{impl}-{device}.log"))
+        return Worker(impl, device, options, settings.round_timeout, library)
+
+    pool = WorkerPool(make)
+    yield pool
+    pool.stop_all()
+
+
+@pytest.fixture
+def worker_for(request, settings, worker_pool):
+    """worker_for(impl, device): the long-lived worker for that pair, skipping what cannot run here."""
+
+    def get(impl: str, device: str) -> Worker:
+        if device == "cuda" and settings.cuda_reason:
+            pytest.skip(settings.cuda_reason)
+        library = request.getfixturevalue("cpp_library") if impl == "cpp" else None
+        return worker_pool.get(impl, device, library)
+
+    return get
+

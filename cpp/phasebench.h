@@ -1,0 +1,77 @@
+/* phasebench.h: the C ABI of the C++ MNIST trainer (phasebench.cpp).
+ *
+ * Every function returns PB_OK or PB_ERROR. On PB_ERROR, pb_last_error() holds a
+ * message for this thread; the Python side raises it verbatim. No C++ exception
+ * crosses this boundary, and a null, unknown or destroyed handle is an error, not a crash. */
+#ifndef PHASEBENCH_H
+#define PHASEBENCH_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PB_OK 0
+#define PB_ERROR 1
+
+typedef struct pb_session pb_session; /* opaque: one model, optimizer and data loader */
+
+typedef struct {
+    const char* data_root;  /* folder holding the MNIST IDX files */
+    const char* device;     /* "cpu", "cuda" or "cuda:N" */
+    const char* log_path;   /* progress_print's log sink */
+    int32_t threads;        /* intra-op threads; 0 keeps LibTorch's default */
+    int64_t seed;           /* torch::manual_seed */
+    double dropout;         /* 0.5 as published; 0 turns both dropouts off (equivalence tests) */
+    const char* slow_phase; /* test-only: this phase sleeps slow_ns inside its timed body */
+    int64_t slow_ns;
+} pb_options;
+
+/* What a phase produced, so that a plain test can check it did real work. */
+typedef struct {
+    double loss;       /* the loss this phase computed or read; NaN when it has none */
+    int64_t shape[4];  /* shape of the phase's main tensor (see phase_result in the .cpp) */
+    int32_t ndim;
+    int32_t finite;    /* 1 when every value checked is finite */
+} pb_result;
+
+const char* pb_last_error(void);
+
+int pb_create(const pb_options* options, pb_session** out);
+int pb_destroy(pb_session* session);
+
+/* Comma-separated training phase names, in order, as this library implements them. */
+int pb_phase_names(pb_session* session, char* buffer, int64_t capacity);
+
+/* Prepare the phase untimed, then time its body: synchronize, clock, body, synchronize, clock. */
+int pb_run_phase(pb_session* session, const char* phase, int64_t* duration_ns, pb_result* result);
+
+/* Parameters as one flat float32 buffer, in named_parameters() order. */
+int pb_param_count(pb_session* session, int64_t* count);
+int pb_param_layout(pb_session* session, char* buffer, int64_t capacity); /* "name d0xd1...;" */
+int pb_get_params(pb_session* session, float* values, int64_t count);
+int pb_set_params(pb_session* session, const float* values, int64_t count);
+
+/* Batch `index` of an epoch from a fresh loader: up to `capacity` images (28*28 floats each). */
+int pb_epoch_batches(pb_session* session, int64_t* count);
+int pb_get_batch(pb_session* session, int64_t index, float* images, int64_t* labels,
+                 int64_t capacity, int64_t* batch_size);
+
+/* `steps` training steps from the session's loader; losses[i] is step i's loss. */
+int pb_train_steps(pb_session* session, int64_t steps, double* losses);
+
+/* Accuracy (percent) and mean loss on the test split. */
+int pb_evaluate(pb_session* session, double* accuracy, double* mean_loss);
+
+/* The published run: optimizer init, then `epochs` epochs. With synchronize != 0 each phase
+ * is timed as in pb_run_phase and phase_ns[i] totals phase i of pb_phase_names (train_step
+ * stays 0); with 0 no phase is timed and only the whole loop is. */
+int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t* phase_ns,
+             int64_t phase_capacity, int64_t* steps, int64_t* loop_ns);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
