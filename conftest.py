@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import platform
 from dataclasses import dataclass, field
+from functools import partial
 
 import pytest
 
-from bench import build, data
+from bench import build, data, gate, utilization
 from bench.client import Worker, WorkerPool
+
+pytest_plugins = ["bench.gate_plugin"]  # --phase-ratio-fail and baseline checks (README, "Baselines and CI gating")
 
 IMPLEMENTATIONS = ("python", "cpp")
 DEVICES = ("cpu", "cuda")
@@ -24,13 +28,18 @@ class Settings:
     rounds: int
     warmup_rounds: int
     round_timeout: float
+    epochs: int  # what each training_run trains
+    run_rounds: int  # each training_run round is a fresh worker process
     source: data.DataSource | None
     cuda_reason: str | None  # why cuda cases skip; None when a GPU is usable
     machine: dict = field(default_factory=dict)
+    utilization: utilization.Monitor | None = None  # GPU/CPU samplers (bench/utilization.py)
+    slow: gate.SlowPhase | None = None  # the test-only PHASEBENCH_TEST_SLOW_PHASE knob
 
-    def worker_options(self, device: str, log_path: str) -> dict:
-        return {"root": self.source.root, "device": device, "threads": self.threads, "seed": 1,
-                "log_path": log_path}
+    def worker_options(self, device: str, log_path: str, impl: str | None = None) -> dict:
+        options = {"root": self.source.root, "device": device, "threads": self.threads, "seed": 1,
+                   "log_path": log_path}
+        return options | (self.slow.trainer_options(impl) if self.slow else {})
 
 
 def pytest_addoption(parser):
@@ -49,6 +58,12 @@ def pytest_addoption(parser):
                     help="uncounted rounds before them (default: 10)")
     group.addoption("--round-timeout", type=float, default=300.0,
                     help="seconds a worker may take to answer one request before it is killed (default: 300)")
+    group.addoption("--epochs", type=int, default=1,
+                    help="epochs of each training_run (default: 1; 10 is the published run)")
+    group.addoption("--run-rounds", type=int, default=3,
+                    help="rounds of each training_run, each a fresh worker process (default: 3)")
+    group.addoption("--no-utilization", action="store_true",
+                    help="do not sample GPU and worker CPU utilization (extra_info gpu and cpu are null)")
 
 
 def _choices(config, option: str, valid: tuple[str, ...]) -> tuple[str, ...]:
@@ -85,6 +100,7 @@ def _machine_info(settings: Settings) -> dict:
         "dataset_origin": settings.source.origin if settings.source else None,
         "rounds": settings.rounds,
         "warmup_rounds": settings.warmup_rounds,
+        "test_slow_phase": settings.slow.text if settings.slow else None,  # a slowed run never passes as a real one
     }
     if settings.cuda_reason is None:
         info["gpu"] = {"name": torch.cuda.get_device_name(0), "driver": _driver_version()}
@@ -124,8 +140,8 @@ def pytest_configure(config):
     dataset = config.getoption("dataset")
     if dataset not in data.DATASET_CHOICES:
         raise pytest.UsageError(f"--dataset {dataset!r}: valid values are {', '.join(data.DATASET_CHOICES)}")
-    for option in ("threads", "rounds", "warmup_rounds", "round_timeout"):
-        minimum = 1 if option == "rounds" else 0
+    for option in ("threads", "rounds", "warmup_rounds", "round_timeout", "epochs", "run_rounds"):
+        minimum = 1 if option in ("rounds", "epochs", "run_rounds") else 0
         if config.getoption(option) < minimum:
             raise pytest.UsageError(f"--{option.replace('_', '-')} must be at least {minimum}")
     if config.option.help or config.option.collectonly:
@@ -135,6 +151,13 @@ def pytest_configure(config):
             source = data.resolve(dataset, config.getoption("mnist_root"))
         except data.DataError as error:
             raise pytest.UsageError(str(error)) from None
+    from bench.trainer import PHASE_NAMES
+
+    slow_text = os.environ.get(gate.SLOW_PHASE_ENV)
+    try:
+        slow = gate.parse_slow_phase(slow_text, PHASE_NAMES, IMPLEMENTATIONS) if slow_text else None
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
     import torch
 
     config.phasebench = Settings(
@@ -142,9 +165,14 @@ def pytest_configure(config):
         threads=config.getoption("threads") or torch.get_num_threads(),
         rounds=config.getoption("rounds"), warmup_rounds=config.getoption("warmup_rounds"),
         round_timeout=config.getoption("round_timeout"),
-        source=source, cuda_reason=_cuda_reason(),
+        epochs=config.getoption("epochs"), run_rounds=config.getoption("run_rounds"),
+        source=source, cuda_reason=_cuda_reason(), slow=slow,
     )
     config.phasebench.machine = _machine_info(config.phasebench)
+    config.phasebench.utilization = utilization.Monitor(
+        sampling=not config.getoption("no_utilization"),
+        gpu_expected="cuda" in devices and config.phasebench.cuda_reason is None)
+    config.add_cleanup(config.phasebench.utilization.close)
 
 
 def pytest_report_header(config):
@@ -155,12 +183,37 @@ def pytest_report_header(config):
     return [
         f"phasebench: data {source}",
         f"phasebench: torch {m['torch']}, torchvision {m['torchvision']}, CUDA {m['cuda']}, cuDNN {m['cudnn']}; "
-        f"GPU {gpu}; {settings.threads} intra-op threads; {settings.rounds} rounds after {settings.warmup_rounds} warm-up",
-    ]
+        f"GPU {gpu}; {settings.threads} intra-op threads; {settings.rounds} rounds after {settings.warmup_rounds} warm-up; "
+        f"training_run: {settings.epochs} epoch(s), {settings.run_rounds} rounds",
+    ] + ([f"phasebench: TEST KNOB {gate.SLOW_PHASE_ENV}={settings.slow.text}: these timings are slowed on purpose"]
+         if settings.slow else [])
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
-    machine_info["phasebench"] = config.phasebench.machine
+    machine_info["phasebench"] = config.phasebench.machine | {"gpu_sampling": config.phasebench.utilization.reason}
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-benchmark's tables
+def pytest_terminal_summary(terminalreporter, config):
+    lines = config.phasebench.utilization.summary_lines()
+    if lines:
+        terminalreporter.section("phasebench utilization: GPU busy % mean/max, worker CPU in cores", sep="-")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """Ctrl-C in the middle of a benchmark: pytest-benchmark would save its cut-short rounds as a result,
+    or, with none yet, fail to save anything. Marked as an error, it is left out, as failed ones are,
+    and the cases that finished are saved (--benchmark-json, --benchmark-autosave)."""
+    try:
+        return (yield)
+    except KeyboardInterrupt:
+        benchmark = getattr(item, "funcargs", {}).get("benchmark")
+        if benchmark is not None:
+            benchmark.has_error = True
+        raise
 
 
 def pytest_collection_modifyitems(config, items):
@@ -194,7 +247,7 @@ def worker_pool(settings, tmp_path_factory):
     logs = tmp_path_factory.mktemp("progress-logs")
 
     def make(impl: str, device: str, library: str | None) -> Worker:
-        options = settings.worker_options(device, log_path=str(logs / f"{impl}-{device}.log"))
+        options = settings.worker_options(device, log_path=str(logs / f"{impl}-{device}.log"), impl=impl)
         return Worker(impl, device, options, settings.round_timeout, library)
 
     pool = WorkerPool(make)
@@ -202,15 +255,38 @@ def worker_pool(settings, tmp_path_factory):
     pool.stop_all()
 
 
+def _library_or_skip(request, settings: Settings, impl: str, device: str) -> str | None:
+    """The C++ library a worker of that pair loads (None for python); skips what cannot run here."""
+    if device == "cuda" and settings.cuda_reason:
+        pytest.skip(settings.cuda_reason)
+    return request.getfixturevalue("cpp_library") if impl == "cpp" else None
+
+
 @pytest.fixture
 def worker_for(request, settings, worker_pool):
     """worker_for(impl, device): the long-lived worker for that pair, skipping what cannot run here."""
 
     def get(impl: str, device: str) -> Worker:
-        if device == "cuda" and settings.cuda_reason:
-            pytest.skip(settings.cuda_reason)
-        library = request.getfixturevalue("cpp_library") if impl == "cpp" else None
-        return worker_pool.get(impl, device, library)
+        return worker_pool.get(impl, device, _library_or_skip(request, settings, impl, device))
 
     return get
 
+
+@pytest.fixture
+def new_worker(request, settings, tmp_path):
+    """new_worker(impl, device) -> spawn: each spawn() starts a worker process of that pair of its own,
+    made as the pool's are, that the caller stops; skips what cannot run here."""
+
+    def spawner(impl: str, device: str):
+        library = _library_or_skip(request, settings, impl, device)
+        options = settings.worker_options(device, log_path=str(tmp_path / f"{impl}-{device}.log"), impl=impl)
+        return partial(Worker, impl, device, options, settings.round_timeout, library)
+
+    return spawner
+
+
+@pytest.fixture
+def utilization_of(benchmark, settings):
+    """`with utilization_of(worker): benchmark.pedantic(...)`: the worker's GPU and CPU utilization
+    during the rounds, in extra_info["gpu"] and ["cpu"] (bench/utilization.py)."""
+    return partial(settings.utilization.watch, benchmark)

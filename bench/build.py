@@ -52,6 +52,22 @@ def make_variables() -> dict[str, str]:
     }
 
 
+def sanitizer_runtime_env() -> dict[str, str]:
+    """Environment for a process that loads the PHASEBENCH_SANITIZE=address library (C++ workers): Python
+    is not built with ASan, so the ASan runtime must be preloaded, and libstdc++ with it, or ASan finds no
+    C++ exception functions to wrap. Defaults for ASAN_OPTIONS (yours win): no leak report, which would
+    list Python's and LibTorch's allocations that live until exit; a segfault stays a SIGSEGV, as the
+    suite reports it without ASan. The pytest process itself must not preload ASan: torch's cuDNN
+    loading aborts under it."""
+    if os.environ.get("PHASEBENCH_SANITIZE", "") != "address":
+        return {}
+    compiler = os.environ.get("CXX", "g++")
+    preload = [subprocess.run([compiler, f"-print-file-name={name}"], capture_output=True, text=True,
+                              check=True).stdout.strip() for name in ("libasan.so", "libstdc++.so")]
+    return {"LD_PRELOAD": " ".join(preload),
+            "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "detect_leaks=0:handle_segv=0")}
+
+
 def build_hash(variables: dict[str, str]) -> str:
     digest = hashlib.sha256()
     for name in SOURCES:

@@ -12,6 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import build
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -65,7 +67,8 @@ class Worker:
             command += ["--library", library]
         self.started_ns = time.perf_counter_ns()
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=self.log, stderr=self.log,
-                                        pass_fds=(write_fd,), cwd=ROOT)
+                                        pass_fds=(write_fd,), cwd=ROOT,
+                                        env=(os.environ | build.sanitizer_runtime_env()) if library else None)
         os.close(write_fd)
         self.replies, self.buffer = read_fd, b""
         try:
@@ -117,7 +120,11 @@ class Worker:
         except (BrokenPipeError, OSError):
             self.process.wait()
             raise self._died(what, f"had died with {describe_exit(self.process.returncode)}") from None
-        line = self._read_line(what, time.monotonic() + timeout)
+        try:
+            line = self._read_line(what, time.monotonic() + timeout)
+        except BaseException:  # e.g. Ctrl-C: its reply would come out of turn, so it cannot be asked again
+            self.kill()
+            raise
         if not line:
             raise self._died(what, f"did not answer within {timeout:g} s (--round-timeout) and was killed")
         reply = json.loads(line)

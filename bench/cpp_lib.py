@@ -44,6 +44,7 @@ _SIGNATURES = {
     "pb_create": [ctypes.POINTER(Options), ctypes.POINTER(_P)],
     "pb_destroy": [_P],
     "pb_phase_names": [_P, ctypes.c_char_p, ctypes.c_int64],
+    "pb_threads": [_P, ctypes.POINTER(ctypes.c_int32)],
     "pb_run_phase": [_P, ctypes.c_char_p, _I64P, ctypes.POINTER(Result)],
     "pb_param_count": [_P, _I64P],
     "pb_param_layout": [_P, ctypes.c_char_p, ctypes.c_int64],
@@ -103,6 +104,11 @@ class CppTrainer:
 
     def phase_names(self) -> list[str]:
         return self._text("pb_phase_names").split(",")
+
+    def threads(self) -> int:
+        count = ctypes.c_int32()
+        self._call("pb_threads", self.handle, ctypes.byref(count))
+        return count.value
 
     def run_phase(self, name: str) -> tuple[int, dict]:
         ns, result = ctypes.c_int64(), Result()

@@ -136,17 +136,36 @@ def _network_reachable(host: str = "ossci-datasets.s3.amazonaws.com", timeout: f
         return False
 
 
-def _mnist(root: str) -> DataSource | None:
+def _provided_mnist(root: str) -> DataSource | None:
+    """The MNIST files the user put under root, checked; None when there are none.
+
+    Files that are there but unusable are an error, never a reason to download over them
+    or to quietly use another dataset."""
     raw = os.path.join(root, "MNIST", "raw")
-    if _complete(raw):
-        return DataSource("mnist", root, raw)
-    if not _network_reachable():
+    if not any(os.path.lexists(os.path.join(raw, name)) for name in FILES):
         return None
+    try:
+        for split in SPLIT_SIZES:
+            check_split(raw, split)
+    except DataError as error:
+        raise DataError(f"{error}; fix or remove the MNIST files in {raw}") from None
+    return DataSource("mnist", root, raw)
+
+
+def _mnist(root: str) -> DataSource | None:
+    provided = _provided_mnist(root)
+    if provided or not _network_reachable():
+        return provided
     from torchvision import datasets  # its download prints its own progress bar
 
-    for train in (True, False):
-        datasets.MNIST(root, train=train, download=True)
-    return DataSource("mnist", root, "downloaded by torchvision") if _complete(raw) else None
+    try:
+        for train in (True, False):
+            datasets.MNIST(root, train=train, download=True)
+    except (OSError, RuntimeError) as error:  # torchvision raises RuntimeError when every mirror fails
+        raise DataError(f"--dataset mnist: torchvision could not download MNIST to {root}/MNIST/raw ({error}); "
+                        f"put the IDX files there yourself, or pass --dataset synthetic") from None
+    _provided_mnist(root)  # raises if what came down is unusable
+    return DataSource("mnist", root, "downloaded by torchvision")
 
 
 def _fashion_mnist(root: str) -> DataSource | None:
@@ -180,9 +199,9 @@ def resolve(dataset: str, root: str) -> DataSource:
         open(probe, "w").close()
         os.remove(probe)
     except OSError as error:
-        existing = DataSource("mnist", root, root)
-        if dataset in ("auto", "mnist") and _complete(existing.raw_dir):
-            return existing
+        provided = _provided_mnist(root) if dataset in ("auto", "mnist") else None
+        if provided:
+            return provided
         raise DataError(
             f"--mnist-root {root}: not writable ({error.strerror}) and holds no MNIST; "
             f"pass --mnist-root with a writable folder, or one holding MNIST/raw/{FILES[0]} and the other IDX files"
@@ -193,7 +212,8 @@ def resolve(dataset: str, root: str) -> DataSource:
         if source is not None:
             return source
     hints = {
-        "mnist": f"put the MNIST IDX files in {root}/MNIST/raw or allow torchvision to download them",
+        "mnist": f"put the MNIST IDX files ({', '.join(FILES)}) in {root}/MNIST/raw, run once with internet "
+                 f"access so that torchvision downloads them there, or pass --dataset synthetic",
         "fashion-mnist": f"install Debian's dataset-fashion-mnist (IDX files in {FASHION_MNIST_DIR})",
     }
     raise DataError(f"--dataset {dataset}: no data under {root}; {hints[dataset]}")

@@ -32,7 +32,7 @@ EXPECTED = {
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
 @pytest.mark.parametrize("phase", PHASE_NAMES)
-def test_phase(benchmark, worker_for, settings, phase, impl, device):
+def test_phase(benchmark, worker_for, utilization_of, settings, phase, impl, device):
     assert phase in EXPECTED, f"no expected product for phase '{phase}': add it to EXPECTED"
     worker = worker_for(impl, device)
     products = []
@@ -45,7 +45,8 @@ def test_phase(benchmark, worker_for, settings, phase, impl, device):
     benchmark.group = phase
     benchmark.extra_info.update(implementation=impl, device=device, phase=phase, rounds=settings.rounds,
                                 warmup_rounds=settings.warmup_rounds, threads=settings.threads)
-    benchmark.pedantic(one_round, rounds=settings.rounds, warmup_rounds=settings.warmup_rounds, iterations=1)
+    with utilization_of(worker):
+        benchmark.pedantic(one_round, rounds=settings.rounds, warmup_rounds=settings.warmup_rounds, iterations=1)
 
     shapes, has_loss = EXPECTED[phase]
     for product in products:

@@ -14,7 +14,7 @@ from conftest import DEVICES, IMPLEMENTATIONS
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
-def test_worker_overhead(benchmark, worker_for, settings, impl, device):
+def test_worker_overhead(benchmark, worker_for, utilization_of, settings, impl, device):
     worker = worker_for(impl, device)
     inside, round_trips = [], []
 
@@ -27,12 +27,15 @@ def test_worker_overhead(benchmark, worker_for, settings, impl, device):
     benchmark.group = "worker_overhead"
     benchmark.extra_info.update(implementation=impl, device=device, phase="worker_overhead",
                                 rounds=settings.rounds, warmup_rounds=settings.warmup_rounds)
-    benchmark.pedantic(round_trip, rounds=settings.rounds, warmup_rounds=settings.warmup_rounds, iterations=1)
+    with utilization_of(worker):
+        benchmark.pedantic(round_trip, rounds=settings.rounds, warmup_rounds=settings.warmup_rounds, iterations=1)
     while len(round_trips) < 20:  # under --benchmark-disable, enough round trips for a median
         round_trip()
 
     inside_ns, round_trip_ns = statistics.median(inside), statistics.median(round_trips)
     benchmark.extra_info.update(in_worker_noop_median_ns=inside_ns, round_trip_median_ns=round_trip_ns)
-    assert inside_ns < round_trip_ns / 10, (
+    # On cuda the empty phase still holds its two device synchronizations (about 10 µs on an H200),
+    # so the bound is a third, not a tenth: were messaging inside, the two would be about equal.
+    assert inside_ns < round_trip_ns / 3, (
         f"the empty phase's in-worker time ({inside_ns:.0f} ns) is not small next to the round trip "
         f"({round_trip_ns:.0f} ns): the in-worker timing would include messaging")

@@ -167,6 +167,9 @@ class Trainer:
         self.sync()
         return time.perf_counter_ns() - start
 
+    def threads(self) -> int:
+        return torch.get_num_threads()
+
     def run_phase(self, name: str) -> tuple[int, dict]:
         phase = PHASE_BY_NAME.get(name)
         if phase is None:

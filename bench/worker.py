@@ -65,7 +65,8 @@ class CppAdapter:
 
 
 def fault(kind: str):
-    """Test-only fault knob (README, "Faults"): make this worker die or hang on purpose."""
+    """Test-only fault knob (README, "Faults and bad input"): make this worker die or hang on purpose,
+    on a "fault" request or on the phases named in PHASEBENCH_TEST_FAULT."""
     if kind == "segfault":
         ctypes.string_at(0)
     elif kind == "abort":
@@ -76,6 +77,18 @@ def fault(kind: str):
         while True:
             time.sleep(3600)
     raise ValueError(f"unknown fault '{kind}': segfault, abort, kill or hang")
+
+
+def faults_for(impl: str) -> dict[str, str]:
+    """PHASEBENCH_TEST_FAULT=[IMPL/]PHASE:KIND[,...] as {phase: kind} for a worker of `impl`: lets one
+    suite run show what a faulty case does to the others."""
+    faults = {}
+    for item in filter(None, os.environ.get("PHASEBENCH_TEST_FAULT", "").split(",")):
+        target, _, kind = item.partition(":")
+        only_impl, _, phase = target.rpartition("/")
+        if only_impl in ("", impl):
+            faults[phase] = kind
+    return faults
 
 
 def handle(adapter, request: dict) -> dict:
@@ -124,10 +137,13 @@ def main(argv=None) -> int:
         replies.write(json.dumps(message) + "\n")
 
     adapter = None
+    faults = faults_for(args.impl)
     for line in sys.stdin:
         request = json.loads(line)
         command = request.get("cmd")
         try:
+            if command == "phase" and request["name"] in faults:
+                fault(faults[request["name"]])
             if command == "stop":
                 if adapter is not None:
                     adapter.trainer.close()
@@ -139,7 +155,8 @@ def main(argv=None) -> int:
             if command == "start":
                 adapter = (PythonAdapter(request["options"]) if args.impl == "python"
                            else CppAdapter(request["options"], args.library))
-                reply({"ok": True, "pid": os.getpid(), "phases": adapter.phase_names()})
+                reply({"ok": True, "pid": os.getpid(), "phases": adapter.phase_names(),
+                       "threads": adapter.trainer.threads()})
                 continue
             if adapter is None:
                 raise RuntimeError(f"'{command}' before 'start'")

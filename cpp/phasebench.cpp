@@ -6,10 +6,13 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -63,15 +66,17 @@ struct Net : torch::nn::Module {
 
 // LibTorch's MNIST reader checks magic numbers and sizes but silently accepts a truncated
 // image file, and it allocates before it looks: check each file's header against its size.
-int64_t check_idx(const std::string& path, uint32_t magic, int64_t expected_count) {
-  std::ifstream file(path, std::ios::binary | std::ios::ate);
-  if (!file) throw std::runtime_error(path + ": cannot open (missing file?)");
-  const int64_t size = file.tellg();
+// Same checks, order and messages as bench/data.py's check_split.
+int64_t check_idx(const std::string& path, uint32_t magic) {
+  std::error_code error;
+  const auto size = static_cast<int64_t>(std::filesystem::file_size(path, error));
+  if (error) throw std::runtime_error(path + ": cannot read (" + error.message() + ")");
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw std::runtime_error(path + ": cannot read (" + std::strerror(errno) + ")");
   const int header_size = magic == 2051 ? 16 : 8;
   if (size < header_size)
     throw std::runtime_error(path + ": " + std::to_string(size) + " bytes, shorter than the " +
                              std::to_string(header_size) + "-byte IDX header");
-  file.seekg(0);
   unsigned char header[16];
   file.read(reinterpret_cast<char*>(header), header_size);
   auto word = [&](int i) {
@@ -93,20 +98,21 @@ int64_t check_idx(const std::string& path, uint32_t magic, int64_t expected_coun
     throw std::runtime_error(path + ": header claims " + std::to_string(count) + " items (" +
                              std::to_string(header_size + count * item_size) +
                              " bytes) but the file has " + std::to_string(size) + " bytes");
-  if (count != expected_count)
-    throw std::runtime_error(path + ": " + std::to_string(count) + " items; LibTorch's MNIST reads only the full split of " +
-                             std::to_string(expected_count));
   return count;
 }
 
 torch::data::datasets::MNIST load_mnist(const std::string& root, bool train) {
   const std::string prefix = root + (train ? "/train" : "/t10k");
   const int64_t expected = train ? 60000 : 10000;
-  const int64_t images = check_idx(prefix + "-images-idx3-ubyte", 2051, expected);
-  const int64_t labels = check_idx(prefix + "-labels-idx1-ubyte", 2049, expected);
+  const int64_t images = check_idx(prefix + "-images-idx3-ubyte", 2051);
+  const int64_t labels = check_idx(prefix + "-labels-idx1-ubyte", 2049);
   if (images != labels)
     throw std::runtime_error(prefix + "-labels-idx1-ubyte: " + std::to_string(labels) +
                              " labels for " + std::to_string(images) + " images");
+  if (images != expected)
+    throw std::runtime_error(prefix + "-images-idx3-ubyte: " + std::to_string(images) +
+                             " images; the workload needs the full split of " + std::to_string(expected) +
+                             " (LibTorch's MNIST reads no other size)");
   using Mode = torch::data::datasets::MNIST::Mode;
   return torch::data::datasets::MNIST(root, train ? Mode::kTrain : Mode::kTest);
 }
@@ -491,12 +497,25 @@ int pb_destroy(pb_session* session) {
   });
 }
 
+namespace {
+// The phases pb_phase_names lists: all but worker_overhead's empty one.
+bool listed(const Phase& phase) { return phase.name != "noop"; }
+}  // namespace
+
 int pb_phase_names(pb_session* session, char* buffer, int64_t capacity) {
   return guarded([&] {
     std::string names;
     for (const auto& phase : trainer_of(session).phases())
-      if (phase.name != "noop") names += (names.empty() ? "" : ",") + phase.name;
+      if (listed(phase)) names += (names.empty() ? "" : ",") + phase.name;
     copy_out(names, buffer, capacity);
+  });
+}
+
+int pb_threads(pb_session* session, int32_t* threads) {
+  return guarded([&] {
+    trainer_of(session);
+    require(threads, "thread count output");
+    *threads = torch::get_num_threads();
   });
 }
 
@@ -610,14 +629,16 @@ int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t* 
     require(phase_ns, "phase time buffer");
     require(steps, "step count output");
     require(loop_ns, "loop time output");
-    const auto n = static_cast<int64_t>(trainer.phases().size());
+    const auto& phases = trainer.phases();
+    const auto n = std::count_if(phases.begin(), phases.end(), listed);
     if (phase_capacity < n)
       throw std::length_error("phase time buffer of " + std::to_string(phase_capacity) + ", " +
                               std::to_string(n) + " needed");
-    std::vector<int64_t> totals(n, 0);
+    std::vector<int64_t> totals(phases.size(), 0);
     *steps = 0;
     *loop_ns = trainer.train(epochs, synchronize != 0, totals, *steps);
-    std::copy(totals.begin(), totals.end(), phase_ns);
+    for (size_t i = 0; i < phases.size(); ++i)  // phase_ns follows pb_phase_names
+      if (listed(phases[i])) *phase_ns++ = totals[i];
   });
 }
 

@@ -44,6 +44,9 @@ int pb_destroy(pb_session* session);
 /* Comma-separated training phase names, in order, as this library implements them. */
 int pb_phase_names(pb_session* session, char* buffer, int64_t capacity);
 
+/* The intra-op thread count in effect (at::get_num_threads), to check it matches Python's. */
+int pb_threads(pb_session* session, int32_t* threads);
+
 /* Prepare the phase untimed, then time its body: synchronize, clock, body, synchronize, clock. */
 int pb_run_phase(pb_session* session, const char* phase, int64_t* duration_ns, pb_result* result);
 

@@ -1,0 +1,201 @@
+"""Regression gating beyond pytest-benchmark's own --benchmark-compare-fail (README, "Baselines and CI gating"):
+the python/cpp median ratio per phase, baselines checked before anything runs, and the test-only knob
+that slows one phase on purpose to prove that the gates fail.
+
+    python -m bench.gate BASELINE.json RESULT.json
+
+prints how every benchmark's median and every phase's python/cpp ratio moved between two saved results,
+largest change first: the figure to set the thresholds above (README, "Noise").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+SLOW_PHASE_ENV = "PHASEBENCH_TEST_SLOW_PHASE"
+_NS_PER_UNIT = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+_SLOW_PHASE = re.compile(r"^(?:(?P<impl>\w+)/)?(?P<phase>\w+):(?P<amount>\d+(?:\.\d+)?)(?P<unit>ns|us|ms|s)$")
+
+
+@dataclass(frozen=True)
+class SlowPhase:
+    """PHASEBENCH_TEST_SLOW_PHASE=[IMPL/]PHASE:DURATION: the phase sleeps DURATION inside its timed body."""
+
+    text: str
+    phase: str
+    ns: int
+    impl: str | None  # None: both implementations
+
+    def trainer_options(self, impl: str | None) -> dict:
+        """The trainer options that carry the knob (Trainer kwargs, pb_options) for a worker of `impl`."""
+        if self.impl is not None and self.impl != impl:
+            return {}
+        return {"slow_phase": self.phase, "slow_ns": self.ns}
+
+
+def parse_slow_phase(text: str, phases, impls) -> SlowPhase:
+    match = _SLOW_PHASE.match(text.strip())
+    if not match:
+        raise ValueError(f"{SLOW_PHASE_ENV}={text!r}: expected [IMPL/]PHASE:DURATION, e.g. forward:5ms "
+                         f"or python/loss:20ms (units ns, us, ms, s)")
+    impl, phase = match["impl"], match["phase"]
+    if impl is not None and impl not in impls:
+        raise ValueError(f"{SLOW_PHASE_ENV}={text!r}: unknown implementation '{impl}' ({', '.join(impls)})")
+    if phase not in phases:
+        raise ValueError(f"{SLOW_PHASE_ENV}={text!r}: unknown phase '{phase}' ({', '.join(phases)})")
+    ns = round(float(match["amount"]) * _NS_PER_UNIT[match["unit"]])
+    return SlowPhase(text.strip(), phase, ns, impl)
+
+
+def parse_percent(text: str) -> int:
+    """--phase-ratio-fail's value: a whole percentage, as pytest-benchmark's median:X% takes it."""
+    match = re.fullmatch(r"(\d+)%", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"expected a percentage such as 20%, got {text!r}")
+    return int(match[1])
+
+
+# -- baselines ---------------------------------------------------------------------------------
+
+def baseline_error(path: Path) -> str | None:
+    """Why a saved result cannot serve as a baseline, in a few words; None when it can."""
+    try:
+        saved = json.loads(path.read_text(encoding="utf8"))
+    except OSError as error:
+        return error.strerror or str(error)
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+        return f"not JSON ({error})"
+    benchmarks = saved.get("benchmarks") if isinstance(saved, dict) else None
+    if not isinstance(benchmarks, list):
+        return "not a pytest-benchmark result (no 'benchmarks' list)"
+    for index, bench in enumerate(benchmarks):
+        stats = bench.get("stats") if isinstance(bench, dict) else None
+        if not isinstance(stats, dict) or "median" not in stats or "fullname" not in bench:
+            return f"benchmark #{index} has no fullname or stats.median"
+    return None
+
+
+def machine_info_differences(current, saved, prefix: str = "") -> list[str]:
+    """'key: saved → current' for every leaf of machine_info that differs, dotted keys."""
+    if isinstance(current, dict) and isinstance(saved, dict):
+        return [line for key in sorted(current.keys() | saved.keys(), key=str)
+                for line in machine_info_differences(current.get(key), saved.get(key), f"{prefix}{key}.")]
+    return [] if current == saved else [f"{prefix.rstrip('.')}: {saved!r} → {current!r}"]
+
+
+# -- the python/cpp ratio -----------------------------------------------------------------------
+
+def change_either_way(before: float, after: float) -> float:
+    """How much larger the larger figure is than the smaller, in percent: a slowdown and the speed-up
+    that undoes it count the same (a 2× slowdown and a 2× speed-up are both 100%)."""
+    return (max(before, after) / min(before, after) - 1) * 100
+
+
+def phase_medians(benchmarks) -> dict[tuple[str, str], dict[str, float]]:
+    """{(phase, device): {implementation: median seconds}} from saved benchmarks (pytest-benchmark's JSON).
+
+    worker_overhead is left out: it is our messaging, not training, and its python/cpp ratio moved 71%
+    between two runs of an unchanged tree (README, "Noise")."""
+    medians: dict[tuple[str, str], dict[str, float]] = {}
+    for bench in benchmarks:
+        info = bench.get("extra_info") or {}
+        if {"phase", "device", "implementation"} <= info.keys() and info["phase"] != "worker_overhead":
+            medians.setdefault((info["phase"], info["device"]), {})[info["implementation"]] = bench["stats"]["median"]
+    return medians
+
+
+@dataclass(frozen=True)
+class RatioChange:
+    phase: str
+    device: str
+    before: float  # python median / cpp median in the baseline
+    after: float  # and in this run
+
+    @property
+    def loser(self) -> str:
+        """The implementation that became slower relative to the other."""
+        return "python" if self.after > self.before else "cpp"
+
+    @property
+    def percent(self) -> float:
+        """How much slower the loser became relative to the other, in percent."""
+        return change_either_way(self.before, self.after)
+
+    def __str__(self) -> str:
+        other = "cpp" if self.loser == "python" else "python"
+        return (f"{self.phase} on {self.device}: python/cpp median ratio {self.before:.3f} → {self.after:.3f}, "
+                f"{self.loser} {self.percent:.1f}% slower relative to {other}")
+
+
+def ratio_changes(baseline, current) -> list[RatioChange]:
+    """Every (phase, device) that has a python and a cpp median in both, largest change first."""
+    before, after = phase_medians(baseline), phase_medians(current)
+    changes = []
+    for key in before.keys() & after.keys():
+        pairs = before[key], after[key]
+        if all(medians.get("python") and medians.get("cpp") for medians in pairs):
+            ratio_before, ratio_after = (medians["python"] / medians["cpp"] for medians in pairs)
+            changes.append(RatioChange(*key, ratio_before, ratio_after))
+    return sorted(changes, key=lambda change: (-change.percent, change.phase, change.device))
+
+
+def gate_failures(baselines: dict, current: list[dict], ratio_limit: int | None) -> list[str]:
+    """What fails a compared run beyond pytest-benchmark's own --benchmark-compare-fail: a baseline that
+    shares no benchmark with the run (the gate would pass by comparing nothing) and, with ratio_limit,
+    every phase whose python/cpp ratio moved more than ratio_limit percent.
+
+    baselines: {path: {fullname: saved benchmark}}, as pytest-benchmark loaded them; current: this run's."""
+    failures = []
+    for path, baseline in baselines.items():
+        if not any(bench["fullname"] in baseline for bench in current):
+            failures.append(f"nothing compared: no benchmark of this run is in baseline {path}")
+        elif ratio_limit is not None:
+            changes = ratio_changes(list(baseline.values()), current)
+            if not changes:
+                failures.append(f"--phase-ratio-fail: no phase has python and cpp medians both here and in {path}")
+            failures += [f"{change}, over the {ratio_limit}% limit (baseline {path})"
+                         for change in changes if change.percent > ratio_limit]
+    return failures
+
+
+# -- python -m bench.gate ---------------------------------------------------------------------------
+
+def _load(path: str) -> list[dict]:
+    error = baseline_error(Path(path))
+    if error:
+        raise SystemExit(f"{path}: {error}")
+    return json.loads(Path(path).read_text(encoding="utf8"))["benchmarks"]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("baseline", help="a saved pytest-benchmark result (.benchmarks/…/NNNN_NAME.json)")
+    parser.add_argument("result", help="another one, of the same benchmarks")
+    args = parser.parse_args(argv)
+    baseline, result = _load(args.baseline), _load(args.result)
+
+    before = {bench["fullname"]: bench["stats"]["median"] for bench in baseline}
+    medians = sorted(((bench["fullname"], before[bench["fullname"]], bench["stats"]["median"])
+                      for bench in result if before.get(bench["fullname"])),
+                     key=lambda median: -change_either_way(*median[1:]))
+    if not medians:
+        raise SystemExit(f"{args.result} has no benchmark that {args.baseline} has")
+    print("median change either way (the slower run against the faster), largest first:")
+    for name, old, new in medians:
+        print(f"  {change_either_way(old, new):8.1f}%  {name}: {old * 1e6:.1f} → {new * 1e6:.1f} µs")
+    ratios = ratio_changes(baseline, result)
+    print("python/cpp ratio change, largest first:")
+    for change in ratios:
+        print(f"  {change.percent:8.1f}%  {change}")
+    largest_ratio = f"{ratios[0].percent:.1f}%" if ratios else "none (no phase has both implementations)"
+    name, old, new = medians[0]
+    print(f"largest median change {change_either_way(old, new):.1f}% ({name}); largest ratio change {largest_ratio}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

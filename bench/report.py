@@ -1,0 +1,340 @@
+"""The published table, redone from a saved result.
+
+    python -m bench.report [RESULT ...] [--format markdown|csv] [--out report/]
+
+RESULT is a JSON file that pytest-benchmark wrote (--benchmark-autosave, --benchmark-save=NAME,
+--benchmark-json=PATH), or a run number or name as --benchmark-compare takes it ("0003"); with
+none, the newest result saved for this machine, the one a bare --benchmark-compare would pick.
+
+Per result and device it prints two tables, Markdown by default, CSV with --format csv (one CSV
+block per table, a blank line between, a device column first):
+1. The published table's shape, from the training_run benchmarks: Total Time, Summed Time, Step
+   Count and each phase's total, Python against C++, with Time Difference (%) computed as the
+   published table does, (Python - CPP) / CPP x 100; then the free-running Total Time.
+2. Per phase, from the test_phase benchmarks: median and IQR per implementation, the same
+   difference on the medians, and utilization where it was recorded (GPU busy %, worker CPU cores).
+Cases the result lacks (cpp skipped, cuda skipped) are shown as "not run", with the reason where
+the result records one. Beside each table file it writes a chart: per phase, Python vs C++ medians
+with their IQR, one panel per device. Both go into --out, named after the result; their paths are
+printed on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_benchmark.logger import Logger
+from pytest_benchmark.utils import get_machine_id, load_storage
+
+from bench.trainer import PHASES  # the row labels: the one list of phases
+from conftest import DEVICES, IMPLEMENTATIONS
+
+NOT_RUN = "not run"
+COLUMN_NAMES = {"python": "Python", "cpp": "CPP"}  # the published table's spelling
+CHART_NAMES = {"python": "Python", "cpp": "C++"}
+CHART_COLORS = {"python": "#3572A5", "cpp": "#f34b7d"}
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[tuple[str, str]]  # (header, format spec for numbers in Markdown)
+    rows: list[list] = field(default_factory=list)  # numbers, text, or None where nothing applies
+    notes: list[str] = field(default_factory=list)
+
+
+# --- reading results ---------------------------------------------------------------------------
+
+def find_results(names: list[str], storage_url: str) -> list[Path]:
+    """The files to report on, found as pytest-benchmark's own storage finds them."""
+    storage = load_storage(storage_url, logger=Logger(), default_machine_id=get_machine_id(), netrc=None)
+    if not names:
+        newest = storage.query("[0-9][0-9][0-9][0-9]_")[-1:]
+        if not newest:
+            raise SystemExit(f"bench.report: no saved result in {storage}/{get_machine_id()}: run pytest with "
+                             "--benchmark-autosave first, or name a result file")
+        return newest
+    paths = []
+    for name in names:
+        try:
+            found = storage.query(name)
+        except ValueError:  # a path to no file, which pytest-benchmark's globs cannot take either
+            found = []
+        if not found:
+            raise SystemExit(f"bench.report: {name}: no such file, nor a saved result of that name in {storage}")
+        paths += found
+    return paths
+
+
+def read_result(path: Path) -> dict:
+    try:
+        result = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"bench.report: {path}: cannot read it as JSON ({error})") from None
+    if not isinstance(result, dict) or not isinstance(result.get("benchmarks"), list):
+        raise SystemExit(f"bench.report: {path}: no 'benchmarks' list; not a pytest-benchmark result")
+    return result
+
+
+def by_case(result: dict) -> dict[tuple[str, str, str], dict]:
+    """(phase, implementation, device) -> benchmark, from the extra_info each benchmark records."""
+    cases = {}
+    for bench in result["benchmarks"]:
+        info = bench.get("extra_info") or {}
+        if all(key in info for key in ("phase", "implementation", "device")):
+            cases[info["phase"], info["implementation"], info["device"]] = bench
+    return cases
+
+
+def devices_of(cases: dict) -> list[str]:
+    return list(DEVICES) + sorted({device for _, _, device in cases} - set(DEVICES))
+
+
+def absent_reason(result: dict, device: str) -> str:
+    recorded = (result.get("machine_info", {}).get("phasebench") or {}).get("gpu_unavailable")
+    if device.startswith("cuda") and recorded:
+        return recorded
+    return "skipped or deselected when the result was saved"
+
+
+# --- the tables --------------------------------------------------------------------------------
+
+def difference(python: float | None, cpp: float | None) -> list:
+    """Python - CPP, and (Python - CPP) / CPP x 100 as the published table computes it."""
+    if python is None or cpp is None:
+        return [None, None]
+    return [python - cpp, (python - cpp) / cpp * 100 if cpp else None]
+
+
+def run_table(cases: dict, device: str) -> Table:
+    runs = {impl: cases[key] for impl in IMPLEMENTATIONS if (key := ("training_run", impl, device)) in cases}
+    table = Table(f"Training run on {device}", [("index", ""), ("Func", ""), ("Python(s)", ".4f"), ("CPP(s)", ".4f"),
+                                                 ("diff(s)", ".4f"), ("Time Difference (%)", ".2f")])
+    table.notes = [f"{COLUMN_NAMES[impl]}: {NOT_RUN}, no training_run in this result" for impl in IMPLEMENTATIONS
+                   if impl not in runs]
+    if not runs:
+        return table
+    shapes = sorted({(bench["extra_info"]["epochs"], bench["extra_info"]["rounds"]) for bench in runs.values()})
+    table.title += ": " + "; ".join(f"{epochs} epoch(s), median of {rounds} rounds" for epochs, rounds in shapes) + \
+        ", each round a fresh worker process; seconds"
+
+    def line(label: str, read) -> tuple[str, dict]:
+        return label, {impl: read(bench["extra_info"]) for impl, bench in runs.items()}
+
+    lines = [("Total Time", {impl: bench["stats"]["median"] for impl, bench in runs.items()}),
+             line("Summed Time", lambda info: info["summed_median_s"]),
+             line("Step Count", lambda info: info["steps"])]
+    lines += [line(phase.label, lambda info, name=phase.name: info["phase_total_s"].get(name)) for phase in PHASES]
+    # Beyond the published rows: where Total Time goes besides the loop, and the run without phase timers.
+    lines += [line("Worker Start-up", lambda info: info.get("startup_median_s")),
+              line("Training Loop", lambda info: info.get("loop_median_s")),
+              line("Worker Exit", lambda info: info.get("stopping_median_s")),
+              line("Free-running Total Time", lambda info: info["free_running"]["total_s"]),
+              line("Free-running Training Loop", lambda info: info["free_running"]["loop_s"])]
+    recorded = [(label, values) for label, values in lines if any(value is not None for value in values.values())]
+    for index, (label, values) in enumerate(recorded):
+        cells = [values[impl] if impl in runs else NOT_RUN for impl in ("python", "cpp")]
+        table.rows.append([index, label, *cells] + difference(values.get("python"), values.get("cpp")))
+    return table
+
+
+def utilization(bench: dict | None, kind: str) -> float | None:
+    """GPU busy % (mean) or worker CPU cores during the benchmark, where it recorded them."""
+    recorded = ((bench or {}).get("extra_info") or {}).get(kind) or {}
+    return (recorded.get("utilization_pct") or {}).get("mean") if kind == "gpu" else recorded.get("cores")
+
+
+def phase_table(cases: dict, device: str) -> Table:
+    stats = {(phase.name, impl): cases[key]["stats"] for phase in PHASES for impl in IMPLEMENTATIONS
+             if (key := (phase.name, impl, device)) in cases}
+    table = Table(f"Per phase on {device}", [("Phase", "")])
+    table.notes = [f"{COLUMN_NAMES[impl]}: {NOT_RUN}, no per-phase benchmarks in this result" for impl in IMPLEMENTATIONS
+                   if not any(key[1] == impl for key in stats)]
+    if not stats:
+        return table
+    rounds = "/".join(map(str, sorted({s["rounds"] for s in stats.values()})))
+    table.title += f": one call each, median and IQR of {rounds} rounds; milliseconds"
+    for impl in IMPLEMENTATIONS:
+        table.columns += [(f"{COLUMN_NAMES[impl]} median (ms)", ".3f"), (f"{COLUMN_NAMES[impl]} IQR (ms)", ".3f")]
+    table.columns += [("diff (ms)", ".3f"), ("Time Difference (%)", ".2f")]
+    # Utilization columns only where some benchmark recorded them: nobody watches a GPU on cpu.
+    benches = [cases[phase, impl, device] for phase, impl in stats]
+    kinds = [(kind, header, spec) for kind, header, spec in (("gpu", "GPU busy (%)", ".0f"), ("cpu", "CPU (cores)", ".2f"))
+             if any(utilization(bench, kind) is not None for bench in benches)]
+    table.columns += [(f"{COLUMN_NAMES[impl]} {header}", spec) for _, header, spec in kinds for impl in IMPLEMENTATIONS]
+
+    for phase in PHASES:
+        medians = {impl: stats[phase.name, impl]["median"] * 1e3 for impl in IMPLEMENTATIONS if (phase.name, impl) in stats}
+        if not medians:
+            continue
+        row = [phase.label]
+        for impl in IMPLEMENTATIONS:
+            row += [medians[impl], stats[phase.name, impl]["iqr"] * 1e3] if impl in medians else [NOT_RUN, None]
+        row += difference(medians.get("python"), medians.get("cpp"))
+        row += [utilization(cases.get((phase.name, impl, device)), kind) for kind, _, _ in kinds for impl in IMPLEMENTATIONS]
+        table.rows.append(row)
+    return table
+
+
+# --- output ------------------------------------------------------------------------------------
+
+def markdown_cell(value, spec: str) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return format(value, spec)
+    return str(value)
+
+
+def markdown(table: Table) -> str:
+    lines = [f"**{table.title}**", ""]
+    if table.rows:
+        lines.append("| " + " | ".join(header for header, _ in table.columns) + " |")
+        lines.append("|" + "|".join("---:" if spec else "---" for _, spec in table.columns) + "|")
+        lines += ["| " + " | ".join(markdown_cell(value, spec) for value, (_, spec) in zip(row, table.columns)) + " |"
+                  for row in table.rows]
+        lines.append("")
+    lines += [f"{note}." for note in table.notes]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def csv_cell(value):
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return float(f"{value:.12g}")  # without the noise of unit conversions (0.009000000000000001)
+    return value
+
+
+def csv_block(table: Table, device: str) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["device"] + [header for header, _ in table.columns])
+    writer.writerows([device] + [csv_cell(value) for value in row] for row in table.rows)
+    return out.getvalue()
+
+
+def describe(path: Path, result: dict) -> str:
+    machine = result.get("machine_info", {})
+    phasebench = machine.get("phasebench") or {}
+    commit = result.get("commit_info") or {}
+    gpu = (phasebench.get("gpu") or {}).get("name") or "none"
+    text = (f"{path}: saved {result.get('datetime', '?')}, commit {str(commit.get('id', '?'))[:8]}"
+            f"{' (dirty)' if commit.get('dirty') else ''}; torch {phasebench.get('torch', '?')}, "
+            f"{phasebench.get('dataset', '?')} data, {phasebench.get('threads', '?')} intra-op threads; "
+            f"CPU {phasebench.get('cpu', '?')}; GPU {gpu}.")
+    if phasebench.get("test_slow_phase"):
+        text += f" TEST KNOB {phasebench['test_slow_phase']}: slowed on purpose, not a real measurement."
+    return text
+
+
+def render(path: Path, result: dict, style: str) -> tuple[str, list[str]]:
+    """The report's text, and for CSV the notes it cannot carry (for stderr)."""
+    cases = by_case(result)
+    markdown_parts, csv_parts, notes = [f"## {path.name}", "", describe(path, result), ""], [], []
+    for device in devices_of(cases):
+        markdown_parts += [f"### {device}", ""]
+        if not any(case_device == device for _, _, case_device in cases):
+            note = f"{device}: {NOT_RUN} ({absent_reason(result, device)})"
+            markdown_parts += [note + ".", ""]
+            notes.append(note)
+            continue
+        tables = [run_table(cases, device), phase_table(cases, device)]
+        markdown_parts += [markdown(table) for table in tables]
+        csv_parts += [csv_block(table, device) for table in tables if table.rows]
+        notes += [f"{device}: {note}" for table in tables for note in table.notes]
+    if style == "markdown":
+        return "\n".join(markdown_parts).rstrip() + "\n", []
+    return "\n".join(csv_parts), notes
+
+
+def chart(path: Path, result: dict, title: str) -> None:
+    """Per phase, Python vs C++ median time with IQR error bars and the Python/C++ ratio, one panel per device."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    cases = by_case(result)
+    devices = devices_of(cases)
+    # Why a device has no bars, or None where it has some.
+    empty = {device: None if any((phase.name, impl, device) in cases for phase in PHASES for impl in IMPLEMENTATIONS)
+             else "no per-phase benchmarks in this result" if any(d == device for _, _, d in cases)
+             else absent_reason(result, device) for device in devices}
+    width = 0.38
+    figure, axes = plt.subplots(len(devices), 1, squeeze=False, figsize=(11, 1 + sum(0.8 if empty[d] else 4 for d in devices)),
+                                gridspec_kw={"height_ratios": [0.6 if empty[d] else 4 for d in devices]})
+    for axis, device in zip(axes[:, 0], devices):
+        axis.set_title(device, loc="left", fontweight="bold")
+        if empty[device]:
+            axis.text(0.5, 0.5, f"{NOT_RUN}: {empty[device]}", transform=axis.transAxes,
+                      ha="center", va="center", color="grey")
+            axis.set_axis_off()
+            continue
+        medians = {}
+        for offset, impl in zip((-width / 2, width / 2), IMPLEMENTATIONS):
+            stats = {i: cases[phase.name, impl, device]["stats"] for i, phase in enumerate(PHASES)
+                     if (phase.name, impl, device) in cases}
+            medians[impl] = {i: s["median"] * 1e3 for i, s in stats.items()}
+            spread = [[(s["median"] - s["q1"]) * 1e3 for s in stats.values()],
+                      [(s["q3"] - s["median"]) * 1e3 for s in stats.values()]]
+            axis.bar([i + offset for i in stats], list(medians[impl].values()), width, yerr=spread, capsize=3,
+                     color=CHART_COLORS[impl])
+        python, cpp = medians.values()
+        for i in python.keys() & cpp.keys():
+            axis.annotate(f"{python[i] / cpp[i]:.1f}×", (i, max(python[i], cpp[i])), xytext=(0, 9),
+                          textcoords="offset points", ha="center", fontsize="small")
+        axis.set_yscale("log")
+        axis.margins(y=0.15)
+        axis.set_ylabel("median per call (ms, log scale)")
+        axis.set_xticks(range(len(PHASES)), [phase.label for phase in PHASES], rotation=20, ha="right")
+        axis.grid(axis="y", alpha=0.3)
+        legend = [Patch(color=CHART_COLORS[impl], label=CHART_NAMES[impl] + ("" if medians[impl] else f" ({NOT_RUN})"))
+                  for impl in IMPLEMENTATIONS]
+        axis.legend(handles=legend, loc="lower right", bbox_to_anchor=(1, 1), ncol=2, fontsize="small", frameon=False)
+    figure.suptitle(f"{title}\nbars: median of the rounds; error bars: interquartile range; "
+                    "figure above a pair: Python / C++")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n\n")[0],
+                                     epilog="See the module's docstring or the README for what the tables hold.")
+    parser.add_argument("results", nargs="*", metavar="RESULT",
+                        help="a saved pytest-benchmark JSON file, or a run number or name as --benchmark-compare "
+                             "takes it (default: the newest saved for this machine)")
+    parser.add_argument("--format", choices=("markdown", "csv"), default="markdown",
+                        help="Markdown tables (default), or CSV: one block per table, a blank line between")
+    parser.add_argument("--out", type=Path, default=Path("report"),
+                        help="folder for the table file and the chart (default: report/)")
+    parser.add_argument("--storage", default="file://./.benchmarks",
+                        help="where saved results are, as --benchmark-storage (default: file://./.benchmarks)")
+    args = parser.parse_args(argv)
+
+    for path in find_results(args.results, args.storage):
+        result = read_result(path)
+        text, notes = render(path, result, args.format)
+        sys.stdout.write(text + "\n")
+        args.out.mkdir(parents=True, exist_ok=True)
+        table_path = args.out / f"{path.stem}.{'md' if args.format == 'markdown' else 'csv'}"
+        table_path.write_text(text)
+        chart_path = args.out / f"{path.stem}.png"
+        saved = str(result.get("datetime", "?"))[:16].replace("T", " ")
+        chart(chart_path, result, f"phasebench per-phase times, Python vs C++ (result saved {saved})")
+        for note in notes:
+            print(f"bench.report: {note}", file=sys.stderr)
+        print(f"table: {table_path}\nchart: {chart_path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""The C ABI (cpp/phasebench.h) never crashes its caller (README, "Faults and bad input").
+
+A null, made-up or destroyed handle, an unknown phase, a wrong buffer length and bad options each
+give PB_ERROR and a message, and the session still works afterwards. The calls go through ctypes,
+as the C++ worker makes them, in a child process (this file run as a script): a crash there fails
+these tests with its signal instead of taking the suite down. The other tests check that every
+function of the header is bound, probed and wrapped in guarded(), and that the library builds
+without warnings under -Wall -Wextra.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from bench import build, cpp_lib
+from bench.client import ROOT, describe_exit
+
+PB_ERROR = 1  # phasebench.h
+PARAM_COUNT = 21840  # the Net's parameters (SPEC §1)
+EPOCH_BATCHES = 938
+SESSION_FUNCTIONS = [name for name in cpp_lib._SIGNATURES if name != "pb_create"]
+
+
+def _call_with_nulls(lib, name: str, handle) -> int:
+    """`name` with this handle and every other argument null or zero."""
+    argtypes = cpp_lib._SIGNATURES[name][1:]
+    return getattr(lib, name)(handle, *(0 if t in (ctypes.c_int32, ctypes.c_int64) else None for t in argtypes))
+
+
+def _create(lib, options, out=True) -> int:
+    return lib.pb_create(options and ctypes.byref(options), ctypes.byref(ctypes.c_void_p()) if out else None)
+
+
+def _options(raw_dir: str, device=b"cpu", log_path=None) -> cpp_lib.Options:
+    return cpp_lib.Options(raw_dir and raw_dir.encode(), device, log_path, 0, 1, 0.5, b"", 0)
+
+
+def _run_phase(lib, handle, phase) -> int:
+    return lib.pb_run_phase(handle, phase, ctypes.byref(ctypes.c_int64()), ctypes.byref(cpp_lib.Result()))
+
+
+def _get_batch(lib, handle, index: int, capacity: int) -> int:
+    images = (ctypes.c_float * (cpp_lib.MAX_BATCH * cpp_lib.IMAGE_FLOATS))()
+    labels = (ctypes.c_int64 * cpp_lib.MAX_BATCH)()
+    return lib.pb_get_batch(handle, index, images, labels, capacity, ctypes.byref(ctypes.c_int64()))
+
+
+def _train(lib, handle, capacity: int) -> int:
+    totals, steps, loop_ns = (ctypes.c_int64 * capacity)(), ctypes.c_int64(), ctypes.c_int64()
+    return lib.pb_train(handle, 1, 1, totals, capacity, ctypes.byref(steps), ctypes.byref(loop_ns))
+
+
+@dataclass(frozen=True)
+class Context:
+    lib: ctypes.CDLL
+    live: ctypes.c_void_p  # a working session
+    dead: ctypes.c_void_p  # a destroyed one
+    raw_dir: str  # the suite's data
+
+
+def _probes() -> dict:
+    """name -> (probe(context) -> status, what the message must say; None: the call must succeed)."""
+    probes = {}
+    for name in SESSION_FUNCTIONS:
+        probes[f"{name}-null-handle"] = (lambda c, name=name: _call_with_nulls(c.lib, name, None),
+                                         "null session handle")
+        probes[f"{name}-destroyed-handle"] = (lambda c, name=name: _call_with_nulls(c.lib, name, c.dead),
+                                              "unknown or destroyed session handle")
+    floats = ctypes.c_float * (PARAM_COUNT + 1)
+    probes |= {
+        "made-up-handle": (lambda c: _run_phase(c.lib, ctypes.c_void_p(0xDEADBEEF), b"forward"),
+                           "unknown or destroyed session handle"),
+        "create-null-options": (lambda c: _create(c.lib, None), "null options"),
+        "create-null-output": (lambda c: _create(c.lib, _options(c.raw_dir), out=False), "null output handle"),
+        "create-null-data-root": (lambda c: _create(c.lib, _options(None)), "null data_root"),
+        "create-missing-data": (lambda c: _create(c.lib, _options("/nonexistent")),
+                                "/nonexistent/train-images-idx3-ubyte: cannot read (No such file or directory)"),
+        "create-unknown-device": (lambda c: _create(c.lib, _options(c.raw_dir, device=b"tpu9")),
+                                  "Invalid device string: 'tpu9'"),
+        "create-unwritable-log": (lambda c: _create(c.lib, _options(c.raw_dir, log_path=b"/nonexistent/x.log")),
+                                  "/nonexistent/x.log: cannot open log file"),
+        "unknown-phase": (lambda c: _run_phase(c.lib, c.live, b"warp_drive"), "unknown phase 'warp_drive'"),
+        "null-phase-name": (lambda c: _run_phase(c.lib, c.live, None), "null phase name"),
+        "get-params-short-buffer": (lambda c: c.lib.pb_get_params(c.live, floats(), PARAM_COUNT - 1),
+                                    f"parameter buffer holds {PARAM_COUNT - 1} floats, the model has {PARAM_COUNT}"),
+        "set-params-long-buffer": (lambda c: c.lib.pb_set_params(c.live, floats(), PARAM_COUNT + 1),
+                                   f"parameter buffer holds {PARAM_COUNT + 1} floats, the model has {PARAM_COUNT}"),
+        "phase-names-short-buffer": (lambda c: c.lib.pb_phase_names(c.live, ctypes.create_string_buffer(8), 8),
+                                     "buffer of 8 bytes"),
+        "layout-zero-buffer": (lambda c: c.lib.pb_param_layout(c.live, ctypes.create_string_buffer(1), 0),
+                               "buffer of 0 bytes"),
+        "train-short-phase-buffer": (lambda c: _train(c.lib, c.live, 2), "phase time buffer of 2"),
+        "batch-short-buffer": (lambda c: _get_batch(c.lib, c.live, 0, 10), "batch of 64 images, room for 10"),
+        "batch-past-the-epoch": (lambda c: _get_batch(c.lib, c.live, EPOCH_BATCHES, 64),
+                                 f"batch {EPOCH_BATCHES} of an epoch of {EPOCH_BATCHES} batches"),
+        # After all of the above, the session still trains.
+        "session-still-works": (lambda c: _run_phase(c.lib, c.live, b"train_step"), None),
+    }
+    return probes
+
+
+PROBES = _probes()
+
+
+def run_probes(library: str, root: str) -> None:
+    """The child process: one JSON line before and one after each probe, so a crash names its probe."""
+    lib = cpp_lib.load(library)
+    live = cpp_lib.CppTrainer(lib, root)
+    destroyed = cpp_lib.CppTrainer(lib, root)  # made while `live` lives, so it cannot have live's address
+    context = Context(lib, live.handle, ctypes.c_void_p(destroyed.handle.value), f"{root}/MNIST/raw")
+    destroyed.close()
+    for name, (probe, _) in PROBES.items():
+        print(json.dumps({"probe": name}), flush=True)
+        status = probe(context)
+        print(json.dumps({"probe": name, "status": status, "message": lib.pb_last_error().decode()}), flush=True)
+    live.close()
+
+
+@pytest.fixture(scope="module")
+def probe_results(cpp_library, settings) -> tuple[dict, str | None]:
+    """({probe: (status, message)}, how the child died or None)."""
+    child = subprocess.run([sys.executable, "-m", "bench.test_c_abi", cpp_library, settings.source.root],
+                           cwd=ROOT, env=os.environ | build.sanitizer_runtime_env(), capture_output=True, text=True,
+                           timeout=300)
+    results, last = {}, None
+    for line in child.stdout.splitlines():
+        record = json.loads(line)
+        last = record["probe"]
+        if "status" in record:
+            results[last] = (record["status"], record["message"])
+    death = None
+    if child.returncode != 0:
+        tail = "\n".join(child.stderr.strip().splitlines()[-15:])
+        death = f"the probe process died with {describe_exit(child.returncode)} in probe '{last}':\n{tail}"
+    return results, death
+
+
+@pytest.mark.parametrize("probe", PROBES)
+def test_c_abi_refuses_bad_calls(probe, probe_results):
+    results, death = probe_results
+    if probe not in results:
+        pytest.fail(death or f"probe '{probe}' did not run")
+    status, message = results[probe]
+    expected = PROBES[probe][1]
+    if expected is None:
+        assert status == cpp_lib.PB_OK, f"{probe}: PB_ERROR: {message}"
+    else:
+        assert status == PB_ERROR, f"{probe}: PB_OK, expected an error saying {expected!r}"
+        assert expected in message, f"{probe}: message {message!r} does not say {expected!r}"
+
+
+def test_every_header_function_is_bound_and_probed():
+    header = (ROOT / "cpp" / "phasebench.h").read_text()
+    declared = set(re.findall(r"^(?:int|const char\*) (pb_\w+)\(", header, re.M))
+    assert declared == set(cpp_lib._SIGNATURES) | {"pb_last_error"}
+
+
+def test_every_extern_c_function_catches_everything():
+    """Each C ABI function runs its body inside guarded(), which turns every exception into PB_ERROR;
+    pb_last_error only returns a thread-local string's c_str()."""
+    source = (ROOT / "cpp" / "phasebench.cpp").read_text()
+    abi = source[source.index('extern "C" {'):]
+    definitions = dict(re.findall(r"^int (pb_\w+)\([^)]*\)\s*\{\s*(\w+ \w+)", abi, re.M))
+    assert set(definitions) == set(cpp_lib._SIGNATURES), "a C ABI function this test cannot find"
+    unguarded = [name for name, start in definitions.items() if start != "return guarded"]
+    assert not unguarded, f"not wrapped in guarded(): {unguarded}"
+
+
+def test_the_library_builds_without_warnings(cpp_library):
+    """bench/build.py compiles with -Wall -Wextra and keeps whatever the compiler printed beside the library."""
+    warnings = Path(cpp_library).parent / "warnings.txt"
+    assert not warnings.exists(), f"the C++ build printed warnings:\n{warnings.read_text()}"
+
+
+if __name__ == "__main__":
+    run_probes(*sys.argv[1:])

@@ -1,0 +1,228 @@
+"""Faults (README, "Faults and bad input"): a worker that dies or hangs fails only the case it was
+running, with the signal or the timeout in the message; the next case gets a fresh worker; the
+results of the cases that ran are saved even when others failed or the run was interrupted; bad
+option values are usage errors.
+
+Faults are made on purpose with the worker's test-only knob: the "fault" request, and, for whole
+suite runs in a child pytest, PHASEBENCH_TEST_FAULT=[IMPL/]PHASE:KIND[,...] (KIND: segfault,
+abort, kill or hang).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pytest
+
+from bench.client import ROOT, WorkerDied, WorkerPool
+
+ROUND_TIMEOUT_S = 6  # the faulty run's --round-timeout: what a hung case costs it
+
+
+def run_suite(*options: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """This suite in a child pytest, as a user running it with these options sees it."""
+    with child_suite(*options, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+        stdout, stderr = child.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
+
+
+@contextlib.contextmanager
+def child_suite(*options: str, env: dict | None = None, **popen):
+    """A child pytest of this suite in a process group of its own, killed on the way out with any
+    worker it left behind."""
+    child = subprocess.Popen([sys.executable, "-u", "-m", "pytest", "-p", "no:cacheprovider", *options],
+                             cwd=ROOT, env=os.environ | (env or {}), start_new_session=True, **popen)
+    try:
+        yield child
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+
+
+def _data_options(config) -> list[str]:
+    """The child runs on the data this run uses. (Written OPTION=VALUE: pytest reads a separate value of
+    an option that conftest.py adds as a path, and would look for the suite there.)"""
+    return [f"--dataset={config.getoption('dataset')}", f"--mnist-root={config.getoption('mnist_root')}"]
+
+
+def _saved(path: Path) -> dict[str, int]:
+    """Benchmark name -> rounds, from a saved result (--benchmark-json or --benchmark-autosave)."""
+    return {bench["name"]: bench["stats"]["rounds"] for bench in json.loads(path.read_text())["benchmarks"]}
+
+
+def _autosaved(storage: Path) -> Path:
+    (saved,) = storage.rglob("*.json")
+    return saved
+
+
+# -- one worker at a time ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind, signal_name", [("segfault", "SIGSEGV"), ("abort", "SIGABRT"), ("kill", "SIGKILL")])
+def test_a_dead_worker_is_reported_with_its_signal(new_worker, kind, signal_name):
+    worker = new_worker("cpp", "cpu")()
+    try:
+        with pytest.raises(WorkerDied, match=f"cpp worker on cpu died with signal {signal_name} during 'fault'"):
+            worker.request({"cmd": "fault", "kind": kind})
+    finally:
+        worker.stop()
+
+
+def test_a_hung_worker_is_killed_at_the_timeout(new_worker):
+    worker = new_worker("cpp", "cpu")()
+    try:
+        with pytest.raises(WorkerDied, match=r"did not answer within 0\.5 s \(--round-timeout\) and was killed"):
+            worker.request({"cmd": "fault", "kind": "hang"}, timeout=0.5)
+        assert not worker.alive()
+    finally:
+        worker.stop()
+
+
+def test_an_interrupted_request_kills_its_worker(new_worker):
+    """Ctrl-C while waiting for a reply (here from a timer, to this process only): the reply would come
+    out of turn, so the worker is killed rather than left running or asked again."""
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    worker = new_worker("cpp", "cpu")()
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        with pytest.raises(KeyboardInterrupt):
+            worker.request({"cmd": "fault", "kind": "hang"}, timeout=60)
+        assert not worker.alive()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        worker.stop()
+
+
+def test_the_pool_replaces_a_dead_worker(new_worker):
+    spawn = new_worker("cpp", "cpu")
+    pool = WorkerPool(lambda impl, device, library: spawn())
+    try:
+        first = pool.get("cpp", "cpu")
+        with pytest.raises(WorkerDied):
+            first.request({"cmd": "fault", "kind": "kill"})
+        second = pool.get("cpp", "cpu")
+        assert second.pid != first.pid and second.alive()
+        second.run_phase("forward")
+    finally:
+        pool.stop_all()
+
+
+# -- whole suite runs ------------------------------------------------------------------------------
+
+FAULTY_CASES = ["forward", "loss", "backward", "param_update"]  # run in this order
+
+
+@pytest.fixture(scope="module")
+def faulty_run(pytestconfig, cpp_library, tmp_path_factory):
+    """One child suite run of four phases of the cpp worker, on cpu and on cuda (hidden from it), where
+    loss segfaults and backward hangs. Returns (outcomes by case, the run, its folder)."""
+    out = tmp_path_factory.mktemp("faulty-run")
+    run = run_suite(
+        "bench/test_phases.py", "-k", " or ".join(FAULTY_CASES), "--impl", "cpp", "--device", "cpu,cuda",
+        "--rounds", "2", "--warmup-rounds", "0", "--round-timeout", str(ROUND_TIMEOUT_S),
+        "--benchmark-json", str(out / "results.json"), "--benchmark-autosave",
+        "--benchmark-storage", f"file://{out / 'storage'}", "--junitxml", str(out / "junit.xml"),
+        *_data_options(pytestconfig),
+        env={"PHASEBENCH_TEST_FAULT": "cpp/loss:segfault,cpp/backward:hang", "CUDA_VISIBLE_DEVICES": ""})
+    outcomes = {}
+    for case in ElementTree.parse(out / "junit.xml").iter("testcase"):
+        verdict = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
+        outcomes[case.get("name")] = ("passed", "") if verdict is None else (verdict.tag, verdict.get("message"))
+    return outcomes, run, out
+
+
+def test_a_crashing_case_fails_with_the_signal(faulty_run):
+    outcomes, run, _ = faulty_run
+    verdict, message = outcomes["test_phase[loss-cpp-cpu]"]
+    assert verdict == "failure" and "cpp worker on cpu died with signal SIGSEGV during 'loss'" in message, run.stdout
+
+
+def test_a_hanging_case_fails_at_the_round_timeout(faulty_run):
+    outcomes, run, _ = faulty_run
+    verdict, message = outcomes["test_phase[backward-cpp-cpu]"]
+    expected = f"did not answer within {ROUND_TIMEOUT_S} s (--round-timeout) and was killed during 'backward'"
+    assert verdict == "failure" and expected in message, run.stdout
+
+
+def test_the_other_cases_pass_on_fresh_workers(faulty_run):
+    outcomes, run, _ = faulty_run
+    for phase in ("forward", "param_update"):  # param_update runs after two workers died
+        assert outcomes[f"test_phase[{phase}-cpp-cpu]"] == ("passed", ""), run.stdout
+    assert run.returncode == pytest.ExitCode.TESTS_FAILED
+
+
+def test_the_results_of_the_cases_that_ran_are_saved(faulty_run):
+    _, run, out = faulty_run
+    expected = {"test_phase[forward-cpp-cpu]": 2, "test_phase[param_update-cpp-cpu]": 2}
+    assert _saved(out / "results.json") == expected, run.stdout
+    assert _saved(_autosaved(out / "storage")) == expected
+
+
+def test_cuda_without_a_gpu_skips_with_the_reason(faulty_run):
+    outcomes, run, _ = faulty_run
+    for phase in FAULTY_CASES:
+        assert outcomes[f"test_phase[{phase}-cpp-cuda]"] == (
+            "skipped", "no usable GPU: torch.cuda.is_available() is False"), run.stdout
+
+
+def test_ctrl_c_keeps_the_results_of_the_finished_cases(pytestconfig, cpp_library, tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while a case is running:
+    the run stops at once, the finished cases are saved, the cut-short one is not, no worker is left."""
+    with child_suite("bench/test_phases.py", "-v", "-k", "forward or loss", "--impl", "cpp", "--device", "cpu",
+                     "--rounds", "2", "--warmup-rounds", "0", "--benchmark-json", str(tmp_path / "results.json"),
+                     "--benchmark-autosave", "--benchmark-storage", f"file://{tmp_path / 'storage'}",
+                     *_data_options(pytestconfig), env={"PHASEBENCH_TEST_FAULT": "cpp/loss:hang"},
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as child:
+        output = _read_until(child, b"test_phase[loss-cpp-cpu]", timeout=120)
+        time.sleep(0.5)  # most likely the loss request is in flight by now, and its worker hangs
+        os.killpg(child.pid, signal.SIGINT)
+        output += child.communicate(timeout=60)[0]
+        with pytest.raises(ProcessLookupError):  # nothing of the run's process group is left
+            os.killpg(child.pid, 0)
+    text = output.decode(errors="replace")
+    assert child.returncode == pytest.ExitCode.INTERRUPTED, text
+    assert "KeyboardInterrupt" in text
+    expected = {"test_phase[forward-cpp-cpu]": 2}
+    assert _saved(tmp_path / "results.json") == expected, text
+    assert _saved(_autosaved(tmp_path / "storage")) == expected
+
+
+def _read_until(child: subprocess.Popen, marker: bytes, timeout: float) -> bytes:
+    """The child's output until `marker` appears (pytest -v writes a test's name when it starts)."""
+    output, deadline = b"", time.monotonic() + timeout
+    while marker not in output:
+        ready, _, _ = select.select([child.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(child.stdout.fileno(), 1 << 16) if ready else b""
+        if not chunk:
+            pytest.fail(f"the child run never reached {marker.decode()}:\n{output.decode(errors='replace')}")
+        output += chunk
+    return output
+
+
+# -- option values ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("option, value, valid", [
+    ("--impl", "rust", "python, cpp"),
+    ("--device", "tpu", "cpu, cuda"),
+    ("--dataset", "imagenet", "auto, mnist, fashion-mnist, synthetic"),
+])
+def test_an_unknown_option_value_is_a_usage_error(option, value, valid):
+    run = run_suite(option, value)
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
+    assert f"{option} '{value}': valid values are {valid}" in run.stderr

@@ -1,0 +1,203 @@
+"""Regression gating (bench/gate.py, bench/gate_plugin.py; README, "Baselines and CI gating"), proven end to
+end: the suite runs in a subprocess that saves a baseline, then fails against it with one phase slowed by the
+test-only knob, and passes without it. The CI workflows pass actionlint."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from pytest_benchmark.utils import get_machine_id
+
+from bench import gate
+from bench.client import ROOT
+from bench.trainer import PHASE_NAMES
+from conftest import IMPLEMENTATIONS
+
+# A phase of tens of microseconds on cpu slowed by 20 ms: far beyond the run-to-run noise of a busy
+# machine, which the generous thresholds leave room for, so the verdicts below cannot flake.
+SLOW = "python/loss:20ms"
+GATES = ("--benchmark-compare=0001", "--benchmark-compare-fail=median:400%", "--phase-ratio-fail=400%")
+
+
+def run_suite(pytestconfig, storage: Path, *options: str, slow: str | None = None) -> subprocess.CompletedProcess:
+    """The loss phase on cpu in both implementations, a few rounds, results in `storage`."""
+    env = {name: value for name, value in os.environ.items() if name != gate.SLOW_PHASE_ENV}
+    if slow:
+        env[gate.SLOW_PHASE_ENV] = slow
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "-k", "test_phase and loss",
+               "--device", "cpu", "--rounds", "5", "--warmup-rounds", "1",
+               "--mnist-root", os.path.abspath(pytestconfig.getoption("mnist_root")),
+               "--dataset", pytestconfig.getoption("dataset"), f"--benchmark-storage={storage}", *options]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    result.output = result.stdout + result.stderr
+    assert "Traceback" not in result.output, result.output
+    return result
+
+
+@pytest.fixture(scope="module")
+def baseline(pytestconfig, tmp_path_factory) -> Path:
+    storage = tmp_path_factory.mktemp("benchmarks")
+    saved = run_suite(pytestconfig, storage, "--benchmark-save=base")
+    assert saved.returncode == 0, saved.output
+    return storage
+
+
+@pytest.mark.needs_data
+def test_slowed_phase_fails_both_gates(pytestconfig, baseline, tmp_path):
+    result = run_suite(pytestconfig, baseline, *GATES, f"--benchmark-json={tmp_path / 'slowed.json'}", slow=SLOW)
+    assert result.returncode == 1, result.output
+    assert "Performance has regressed" in result.output
+    assert "test_phase[loss-python-cpu] (0001_base) - Field 'median' has failed" in result.output
+    assert "test_phase[loss-cpp-cpu] (0001_base) - Field" not in result.output  # only python was slowed
+    assert "regression gate failed" in result.output
+    [ratio] = [line for line in result.output.splitlines() if line.startswith("loss on cpu: python/cpp median ratio")]
+    assert "slower relative to cpp, over the 400% limit" in ratio
+    # The knob shows in the header and the comparison, and stays in the saved result.
+    assert f"TEST KNOB {gate.SLOW_PHASE_ENV}={SLOW}" in result.output
+    assert any("machine_info" in line and SLOW in line for line in result.output.splitlines()), result.output
+    saved = json.loads((tmp_path / "slowed.json").read_text())
+    assert saved["machine_info"]["phasebench"]["test_slow_phase"] == SLOW
+
+
+@pytest.mark.needs_data
+def test_unchanged_run_passes_both_gates(pytestconfig, baseline):
+    result = run_suite(pytestconfig, baseline, *GATES)
+    assert result.returncode == 0, result.output
+    assert "Comparing against benchmarks from" in result.output
+    assert "Performance has regressed" not in result.output
+    assert "regression gate failed" not in result.output
+
+
+@pytest.mark.parametrize("content, compare, problem", [
+    (None, "0001", "no baseline in {storage} matches '0001'"),
+    (None, "{storage}/no/such/base.json", "baseline {storage}/no/such/base.json does not exist"),
+    ('{"benchmarks": [', "0001", "baseline {file} is unreadable: not JSON"),
+], ids=["missing", "missing-path", "corrupt"])
+def test_bad_baseline_is_a_one_line_error(pytestconfig, tmp_path, content, compare, problem):
+    file = tmp_path / get_machine_id() / "0001_base.json"
+    if content is not None:
+        file.parent.mkdir()
+        file.write_text(content)
+    result = run_suite(pytestconfig, tmp_path, f"--benchmark-compare={compare.format(storage=tmp_path)}",
+                       "--benchmark-compare-fail=median:5%")
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1 and problem.format(storage=tmp_path, file=file) in errors[0], result.output
+    assert "passed" not in result.output  # stopped before any benchmark ran
+
+
+# -- bench/gate.py on its own ---------------------------------------------------------------------------------
+
+def saved_bench(phase: str, impl: str, median: float, device: str = "cpu") -> dict:
+    return {"fullname": f"bench/test_phases.py::test_phase[{phase}-{impl}-{device}]", "stats": {"median": median},
+            "extra_info": {"phase": phase, "implementation": impl, "device": device}}
+
+
+def test_slow_phase_knob_parses_and_rejects_typos():
+    knob = gate.parse_slow_phase("python/loss:1.5ms", PHASE_NAMES, IMPLEMENTATIONS)
+    assert (knob.phase, knob.ns, knob.impl) == ("loss", 1_500_000, "python")
+    assert knob.trainer_options("python") == {"slow_phase": "loss", "slow_ns": 1_500_000}
+    assert knob.trainer_options("cpp") == {}
+    both = gate.parse_slow_phase("forward:5us", PHASE_NAMES, IMPLEMENTATIONS)
+    assert both.trainer_options("cpp") == {"slow_phase": "forward", "slow_ns": 5_000}
+    for typo, complaint in [("fowrard:5ms", "unknown phase 'fowrard'"), ("java/loss:5ms", "unknown implementation"),
+                            ("loss:5", "expected [IMPL/]PHASE:DURATION"), ("loss", "expected")]:
+        with pytest.raises(ValueError, match=complaint.replace("[", r"\[")):
+            gate.parse_slow_phase(typo, PHASE_NAMES, IMPLEMENTATIONS)
+
+
+def test_change_either_way():
+    assert gate.change_either_way(1.0, 2.0) == gate.change_either_way(2.0, 1.0) == 100.0
+    assert gate.change_either_way(3.0, 3.0) == 0.0
+
+
+def test_ratio_changes_name_the_side_that_lost():
+    baseline = [saved_bench("loss", "python", 2.0), saved_bench("loss", "cpp", 1.0),
+                saved_bench("forward", "python", 3.0), saved_bench("forward", "cpp", 1.0),
+                saved_bench("backward", "python", 1.0)]  # no cpp: no ratio
+    current = [saved_bench("loss", "python", 2.0), saved_bench("loss", "cpp", 2.0),  # cpp twice as slow
+               saved_bench("forward", "python", 3.3), saved_bench("forward", "cpp", 1.0),  # python 10% slower
+               saved_bench("backward", "python", 9.0), saved_bench("backward", "cpp", 1.0)]
+    loss, forward = gate.ratio_changes(baseline, current)
+    assert (loss.phase, loss.loser, round(loss.percent, 6)) == ("loss", "cpp", 100.0)
+    assert (forward.phase, forward.loser, round(forward.percent, 6)) == ("forward", "python", 10.0)
+    assert "cpp 100.0% slower relative to python" in str(loss)
+
+
+def test_gate_failures():
+    baseline = {"0001_base.json": {b["fullname"]: b for b in [saved_bench("loss", "python", 2.0),
+                                                                saved_bench("loss", "cpp", 1.0)]}}
+    slower_cpp = [saved_bench("loss", "python", 2.0), saved_bench("loss", "cpp", 1.5)]
+    assert gate.gate_failures(baseline, slower_cpp, ratio_limit=60) == []
+    [failure] = gate.gate_failures(baseline, slower_cpp, ratio_limit=40)
+    assert "cpp 50.0% slower relative to python, over the 40% limit (baseline 0001_base.json)" in failure
+    assert gate.gate_failures(baseline, slower_cpp, ratio_limit=None) == []
+    [nothing] = gate.gate_failures(baseline, [saved_bench("loss", "python", 1.0, device="cuda")], ratio_limit=None)
+    assert nothing.startswith("nothing compared")
+    [no_pair] = gate.gate_failures(baseline, [saved_bench("loss", "python", 2.0)], ratio_limit=10)
+    assert "no phase has python and cpp medians" in no_pair
+
+
+def test_baseline_error(tmp_path):
+    path = tmp_path / "0001_base.json"
+    assert "No such file" in gate.baseline_error(path)
+    path.write_text(json.dumps({"benchmarks": [saved_bench("loss", "python", 1.0)]}))
+    assert gate.baseline_error(path) is None
+    path.write_text(json.dumps({"benchmarks": [{"fullname": "x", "stats": {}}]}))
+    assert gate.baseline_error(path) == "benchmark #0 has no fullname or stats.median"
+    path.write_text("[]")
+    assert gate.baseline_error(path) == "not a pytest-benchmark result (no 'benchmarks' list)"
+
+
+def test_machine_info_differences():
+    saved = {"torch": "2.14.1", "phasebench": {"test_slow_phase": None, "threads": 2}}
+    current = {"torch": "2.14.1", "phasebench": {"test_slow_phase": "loss:5ms", "threads": 2}, "new": 1}
+    assert gate.machine_info_differences(current, saved) == [
+        "new: None → 1", "phasebench.test_slow_phase: None → 'loss:5ms'"]
+
+
+def test_changes_command(tmp_path, capsys):
+    for name, cpp_median in (("a.json", 1.0), ("b.json", 1.25)):
+        benchmarks = [saved_bench("loss", "python", 2.0), saved_bench("loss", "cpp", cpp_median)]
+        (tmp_path / name).write_text(json.dumps({"benchmarks": benchmarks}))
+    assert gate.main([str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "      25.0%  bench/test_phases.py::test_phase[loss-cpp-cpu]: 1000000.0 → 1250000.0 µs"
+    assert lines[-1].startswith("largest median change 25.0% (bench/test_phases.py::test_phase[loss-cpp-cpu]); "
+                                "largest ratio change 25.0%")
+
+
+# -- the workflows ------------------------------------------------------------------------------------------------
+
+def actionlint(*arguments: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """actionlint from requirements.txt, with ShellCheck from there too for the run: scripts."""
+    scripts = Path(sysconfig.get_path("scripts"))
+    binary = scripts / "actionlint"
+    assert binary.exists(), "actionlint is missing: pip install -r requirements.txt"
+    return subprocess.run([str(binary), f"-shellcheck={scripts / 'shellcheck'}", "-pyflakes=", "-no-color",
+                           *arguments], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_workflows_pass_actionlint():
+    workflows = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+    assert workflows
+    result = actionlint(*map(str, workflows))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_actionlint_catches_a_broken_workflow(tmp_path):
+    """The check above can fail: a missing job and an unquoted shell variable are caught."""
+    broken = tmp_path / ".github" / "workflows" / "broken.yml"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("on: pull_request\njobs:\n  cpu:\n    needs: build\n    runs-on: ubuntu-latest\n"
+                      "    steps:\n      - run: echo $UNQUOTED\n")
+    result = actionlint(str(broken), cwd=tmp_path)
+    assert result.returncode == 1
+    assert 'needs job "build" which does not exist' in result.stdout
+    assert "SC2086" in result.stdout  # ShellCheck ran

@@ -1,0 +1,80 @@
+"""The published run end to end (SPEC §2, training_run), per implementation and device.
+
+Each round is a fresh worker process that trains --epochs epochs with every phase timed (SPEC §3),
+then stops. pytest-benchmark times the round with its own clock, from spawning the worker to seeing
+it exit: the published table's Total Time. extra_info gets what the worker reports, per round and
+as medians: Summed Time (the phase timers added up), Step Count, each phase's total and the loop's
+time; and where the rest of Total Time goes, seen from here: the worker's start-up (spawn to trainer
+ready) and its exit (stop request to exit). One more fresh worker trains free-running, without
+synchronizing inside the step, for a Total Time that the phase timers do not disturb; the
+utilization recorded is that run's. The train request may take --round-timeout seconds per epoch.
+
+Under --benchmark-disable one timed round and the free-running run are checked."""
+
+import statistics
+import time
+from contextlib import nullcontext
+
+import pytest
+
+from bench.client import describe_exit
+from bench.trainer import PHASE_NAMES
+from conftest import DEVICES, IMPLEMENTATIONS
+
+STEPS_PER_EPOCH = 938  # 60,000 images in batches of 64, the last of 32 (SPEC §1)
+WHOLE_STEP = "train_step"  # the run times each step phase by phase, never as a whole
+
+
+def train_in_fresh_worker(spawn, settings, synchronize: bool, watch=nullcontext) -> dict:
+    """Spawn a worker, train while `watch` watches it, stop it. Returns what it reported plus the times
+    seen from here: spawn to exit, and of that, spawn to trainer ready and stop request to exit."""
+    worker = spawn()
+    ready_ns = time.perf_counter_ns()
+    try:
+        with watch(worker):
+            reply = worker.request({"cmd": "train", "epochs": settings.epochs, "synchronize": synchronize},
+                                   timeout=settings.round_timeout * settings.epochs)
+    finally:
+        stop_ns = time.perf_counter_ns()
+        status = worker.stop()
+    exit_ns = time.perf_counter_ns()
+    assert status == 0, f"{worker.name} ended with {describe_exit(status)} after training"
+    return reply | {"total_ns": exit_ns - worker.started_ns, "startup_ns": ready_ns - worker.started_ns,
+                    "stopping_ns": exit_ns - stop_ns}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_training_run(benchmark, new_worker, utilization_of, settings, impl, device):
+    spawn = new_worker(impl, device)
+    runs = []
+    benchmark.group = "training_run"
+    benchmark.pedantic(lambda: runs.append(train_in_fresh_worker(spawn, settings, synchronize=True)),
+                       rounds=settings.run_rounds, warmup_rounds=0, iterations=1)  # each round is a cold start
+    free = train_in_fresh_worker(spawn, settings, synchronize=False, watch=utilization_of)
+
+    steps = STEPS_PER_EPOCH * settings.epochs
+    for run in runs:
+        assert set(run["phase_ns"]) == set(PHASE_NAMES), f"phases timed: {sorted(run['phase_ns'])}"
+        assert run["steps"] == steps, f"{run['steps']} steps in {settings.epochs} epoch(s), expected {steps}"
+        assert run["phase_ns"][WHOLE_STEP] == 0, "the run timed whole steps as well as their phases"
+        timed = {name: ns for name, ns in run["phase_ns"].items() if name != WHOLE_STEP}
+        assert all(ns > 0 for ns in timed.values()), f"phase totals: {timed}"
+        parts = {name: run[f"{name}_ns"] for name in ("startup", "loop", "stopping", "total")}
+        assert sum(timed.values()) <= run["loop_ns"], f"summed phases {sum(timed.values())} ns outlast their loop {parts}"
+        assert parts["startup"] + parts["loop"] + parts["stopping"] <= parts["total"], f"the parts outlast the whole {parts}"
+    assert free["steps"] == steps, f"free-running: {free['steps']} steps, expected {steps}"
+    assert not any(free["phase_ns"].values()), f"free-running, yet phases were timed: {free['phase_ns']}"
+    assert 0 < free["loop_ns"] < free["total_ns"]
+
+    timed_names = [name for name in PHASE_NAMES if name != WHOLE_STEP]
+    summed_s = [sum(run["phase_ns"][name] for name in timed_names) / 1e9 for run in runs]
+    benchmark.extra_info.update(
+        implementation=impl, device=device, phase="training_run", epochs=settings.epochs,
+        rounds=settings.run_rounds, warmup_rounds=0, threads=settings.threads, steps=runs[0]["steps"],
+        summed_s=summed_s, summed_median_s=statistics.median(summed_s),
+        **{f"{name}_median_s": statistics.median(run[f"{name}_ns"] for run in runs) / 1e9
+           for name in ("startup", "loop", "stopping")},
+        phase_total_s={name: statistics.median(run["phase_ns"][name] for run in runs) / 1e9 for name in timed_names},
+        free_running={"total_s": free["total_ns"] / 1e9, "loop_s": free["loop_ns"] / 1e9},
+    )

@@ -1,0 +1,310 @@
+"""GPU and CPU utilization of a worker while a benchmark runs (SPEC §4, §5).
+
+The samplers run in the pytest process, never in the worker, and only read counters the kernel and
+the driver keep anyway, so they take no time from the phases, which are timed inside the worker.
+
+- CPU, on every device: the worker's user + system time (all its threads) from /proc/<pid>/stat,
+  over the wall time of the benchmark, in cores (1.0 = one core busy throughout). The kernel counts
+  in clock ticks (usually 10 ms), so a benchmark shorter than a few hundred ms gives a coarse figure.
+- GPU, on cuda: NVML (nvidia-ml-py, imported as pynvml) on the worker's GPU, found by the PCI bus id
+  of its cuda device, never by index order (NVML numbers GPUs its own way and ignores
+  CUDA_VISIBLE_DEVICES). A thread samples it every POLL_INTERVAL_S while the benchmark runs.
+
+Which NVML call gives the GPU figures: nvmlDeviceGetSamples where the GPU offers it (source
+"nvmlDeviceGetSamples"). Those are the driver's own buffered samples, one per driver sampling
+period (interval_s, read off their timestamps), each covering just that period, so the figures
+cover the benchmark's window and nothing before it. Where the GPU does not offer them (NVML says
+Not Supported), nvmlDeviceGetUtilizationRates is polled instead (source
+"nvmlDeviceGetUtilizationRates", interval_s = the polling interval): each reading averages over the
+last 1/6 s to 1 s depending on the product, so it can reach back before a short benchmark began.
+Each metric is read the same way on its own: buffered where the driver keeps samples of it, else
+polled. Memory used is always polled (NVML buffers no samples of it); memory used and power are the
+whole GPU's, whoever uses it. "sm_clock_mhz" is the driver's processor-clock samples when buffered,
+which is the SM clock on the GPUs CUDA runs on today.
+
+An NVML error during a benchmark (the GPU lost, say) never fails it: the benchmark keeps its time,
+and the error is recorded as a gap in its "gpu" object with the seconds since the window began.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+POLL_INTERVAL_S = 0.1
+CLOCK_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+# The member of NVML's value union that each nvmlValueType_t fills (NVML_VALUE_TYPE_DOUBLE = 0, ...).
+VALUE_FIELDS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+OFF_REASON = "utilization sampling turned off (--no-utilization)"
+NO_GPU_REASON = "no GPU benchmarked"
+
+
+def summarize(values: list[float]) -> dict:
+    if not values:
+        return {"mean": None, "median": None, "max": None}
+    return {"mean": round(statistics.fmean(values), 2), "median": round(statistics.median(values), 2),
+            "max": round(max(values), 2)}
+
+
+# --- CPU -------------------------------------------------------------------------------------------
+
+def cpu_times(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of a process so far, all its threads together."""
+    with open(f"/proc/{pid}/stat") as stat:
+        # The command name, field 2, may hold spaces: count from the ")" that closes it (field 3 is at 0).
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) * CLOCK_TICK_S, int(fields[12]) * CLOCK_TICK_S  # utime, stime: fields 14, 15
+
+
+class CpuWindow:
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.user, self.system = cpu_times(pid)
+        self.started = time.perf_counter()
+
+    def stop(self) -> dict | None:
+        wall = time.perf_counter() - self.started
+        try:
+            user, system = cpu_times(self.pid)
+        except OSError:  # the worker died during the benchmark, which fails it anyway
+            return None
+        user, system = user - self.user, system - self.system
+        return {"cores": round((user + system) / wall, 3), "user_s": round(user, 3), "system_s": round(system, 3),
+                "wall_s": round(wall, 6)}
+
+
+# --- GPU -------------------------------------------------------------------------------------------
+
+def pci_bus_id(device: str) -> str:
+    """The PCI bus id of a worker's cuda device, as NVML spells it.
+
+    The pytest process sees the same CUDA_VISIBLE_DEVICES as the workers it spawns, so its cuda:i is
+    the worker's; a bare "cuda" is cuda:0 in the worker, which never changes its current device."""
+    import torch
+
+    properties = torch.cuda.get_device_properties(torch.device(device).index or 0)
+    return f"{properties.pci_domain_id:08X}:{properties.pci_bus_id:02X}:{properties.pci_device_id:02X}.0"
+
+
+class BufferedReader:
+    """The driver's samples of one kind (nvmlDeviceGetSamples) newer than the last one read."""
+
+    source = "nvmlDeviceGetSamples"
+
+    def __init__(self, nvml, handle, sample_type: int, scale: float):
+        self.nvml, self.handle, self.sample_type, self.scale = nvml, handle, sample_type, scale
+        self.last_seen = 0  # the driver's timestamp (µs) of the newest sample read
+        self.spacings = deque(maxlen=64)
+
+    @property
+    def interval_s(self) -> float | None:
+        return statistics.median(self.spacings) / 1e6 if self.spacings else None
+
+    def read(self) -> list[float]:
+        try:
+            value_type, samples = self.nvml.nvmlDeviceGetSamples(self.handle, self.sample_type, self.last_seen)
+        except self.nvml.NVMLError_NotFound:  # nothing sampled since last_seen
+            return []
+        field = VALUE_FIELDS[value_type]
+        fresh = sorted((s.timeStamp, getattr(s.sampleValue, field)) for s in samples)  # in time order
+        stamps = ([self.last_seen] if self.last_seen else []) + [stamp for stamp, _ in fresh]
+        self.spacings.extend(later - earlier for earlier, later in zip(stamps, stamps[1:]))
+        if fresh:
+            self.last_seen = fresh[-1][0]
+        return [value * self.scale for _, value in fresh]
+
+
+class PolledReader:
+    """One reading of a current value per call."""
+
+    source = "nvmlDeviceGetUtilizationRates"
+
+    def __init__(self, read_value, scale: float):
+        self.read_value, self.scale = read_value, scale
+
+    def read(self) -> list[float]:
+        return [self.read_value() * self.scale]
+
+
+def gpu_readers(nvml, handle) -> dict:
+    """A reader per metric: the driver's buffered samples where the GPU keeps them, else polling."""
+
+    def buffered_or_polled(sample_type: int, read_value, scale: float = 1.0):
+        reader = BufferedReader(nvml, handle, sample_type, scale)
+        try:
+            # The driver samples all the time, so an empty buffer means it keeps none of this kind
+            # (an H200 under driver 580 has no processor-clock samples). This read also learns the
+            # driver's sampling period.
+            if reader.read():
+                return reader
+        except nvml.NVMLError_NotSupported:
+            pass
+        return PolledReader(read_value, scale)
+
+    def rates():
+        return nvml.nvmlDeviceGetUtilizationRates(handle)
+
+    return {
+        "utilization_pct": buffered_or_polled(nvml.NVML_GPU_UTILIZATION_SAMPLES, lambda: rates().gpu),
+        "memory_utilization_pct": buffered_or_polled(nvml.NVML_MEMORY_UTILIZATION_SAMPLES, lambda: rates().memory),
+        "memory_used_mib": PolledReader(lambda: nvml.nvmlDeviceGetMemoryInfo(handle).used, 1 / 2**20),
+        "power_w": buffered_or_polled(nvml.NVML_TOTAL_POWER_SAMPLES, lambda: nvml.nvmlDeviceGetPowerUsage(handle),
+                                      1e-3),  # NVML gives milliwatts
+        "sm_clock_mhz": buffered_or_polled(nvml.NVML_PROCESSOR_CLK_SAMPLES,
+                                           lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+    }
+
+
+class GpuWindow:
+    """One GPU, sampled on a thread of the pytest process from start() to stop()."""
+
+    def __init__(self, nvml, readers: dict, interval_s: float = POLL_INTERVAL_S):
+        self.nvml, self.readers, self.interval_s = nvml, readers, interval_s
+        self.values = {name: [] for name in readers}
+        self.gaps: list[dict] = []
+        self.failing: set[str] = set()  # errors of the last poll, so a lasting error is one gap
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="phasebench-gpu-sampler", daemon=True)
+
+    def start(self) -> None:
+        self.started = time.perf_counter()
+        self.poll(keep=False)  # what the driver buffered before the window is not the benchmark's
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopping.wait(self.interval_s):
+            self.poll()
+
+    def poll(self, keep: bool = True) -> None:
+        with self.lock:
+            errors = set()
+            for name, reader in self.readers.items():
+                try:
+                    values = reader.read()
+                except self.nvml.NVMLError as error:
+                    errors.add(f"{type(error).__name__}: {error}")
+                    continue
+                if keep:
+                    self.values[name].extend(values)
+            at_s = round(time.perf_counter() - self.started, 3)
+            self.gaps += [{"error": error, "at_s": at_s} for error in sorted(errors - self.failing)]
+            self.failing = errors
+
+    def stop(self) -> dict:
+        self.stopping.set()
+        self.thread.join()
+        self.poll()  # the samples since the thread's last poll
+        utilization = self.readers["utilization_pct"]
+        buffered = isinstance(utilization, BufferedReader)
+        return {"source": utilization.source, "interval_s": utilization.interval_s if buffered else self.interval_s,
+                "samples": len(self.values["utilization_pct"]), "gaps": self.gaps,
+                **{name: summarize(values) for name, values in self.values.items()}}
+
+
+# --- the session -----------------------------------------------------------------------------------
+
+@dataclass
+class Record:
+    group: str
+    label: str  # implementation-device, as in the test ids
+    gpu: dict | None
+    cpu: dict | None
+
+    def describe(self) -> str:
+        parts = [self.label]
+        if self.gpu:
+            busy = self.gpu["utilization_pct"]
+            parts.append(f"GPU {_pct(busy['mean'])}/{_pct(busy['max'])} ({self.gpu['samples']} samples)")
+            if self.gpu["gaps"]:
+                parts.append(f"[{len(self.gpu['gaps'])} NVML gaps]")
+        if self.cpu:
+            parts.append(f"CPU {self.cpu['cores']:.2f}")
+        return " ".join(parts)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}%"
+
+
+class Monitor:
+    """The session's utilization samplers: what each benchmark recorded, and why no GPU was sampled."""
+
+    def __init__(self, sampling: bool = True, gpu_expected: bool = True, interval_s: float = POLL_INTERVAL_S):
+        self.sampling, self.interval_s = sampling, interval_s
+        self.nvml = None
+        self.readers: dict[str, dict] = {}  # per cuda device
+        self.records: list[Record] = []
+        # machine_info["phasebench"]["gpu_sampling"]: None while GPU sampling works.
+        self.reason = None if sampling else OFF_REASON
+        if sampling and not gpu_expected:
+            self.reason = NO_GPU_REASON
+        elif sampling:
+            self._start_nvml()
+
+    def _start_nvml(self) -> None:
+        try:
+            import pynvml
+        except ImportError:
+            self.reason = "nvidia-ml-py is not installed"
+            return
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as error:
+            self.reason = f"NVML unavailable: {error}"
+            return
+        self.nvml = pynvml
+
+    def close(self) -> None:
+        if self.nvml is not None:
+            self.nvml.nvmlShutdown()
+            self.nvml = None
+
+    def _gpu_window(self, device: str) -> GpuWindow | None:
+        if self.nvml is None or not device.startswith("cuda"):
+            return None
+        if device not in self.readers:
+            bus_id = pci_bus_id(device)
+            try:
+                self.readers[device] = gpu_readers(self.nvml, self.nvml.nvmlDeviceGetHandleByPciBusId(bus_id))
+            except self.nvml.NVMLError as error:
+                self.reason = self.reason or f"{device} (PCI {bus_id}) not sampled: {type(error).__name__}: {error}"
+                return None
+        return GpuWindow(self.nvml, self.readers[device], self.interval_s)
+
+    @contextmanager
+    def watch(self, benchmark, worker):
+        """Samples `worker`'s CPU and GPU while the block runs (the benchmark's rounds) and puts
+        the results in benchmark.extra_info["cpu"] and ["gpu"] (null on cpu or without NVML)."""
+        if not self.sampling:
+            yield
+            benchmark.extra_info.update(gpu=None, cpu=None)
+            return
+        gpu = self._gpu_window(worker.device)
+        if gpu:
+            gpu.start()
+        try:
+            cpu = CpuWindow(worker.pid)
+            yield
+            cpu_result = cpu.stop()
+        finally:
+            gpu_result = gpu.stop() if gpu else None  # the thread stops even when the block fails
+        benchmark.extra_info.update(gpu=gpu_result, cpu=cpu_result)
+        if benchmark.enabled:
+            self.records.append(Record(benchmark.group, f"{worker.impl}-{worker.device}", gpu_result, cpu_result))
+
+    def summary_lines(self) -> list[str]:
+        """A line per benchmark group for pytest's terminal summary."""
+        groups: dict[str, list[Record]] = {}
+        for record in self.records:
+            groups.setdefault(record.group, []).append(record)
+        lines = [f"{group}: " + ", ".join(r.describe() for r in sorted(records, key=lambda r: r.label))
+                 for group, records in sorted(groups.items(), key=lambda item: str(item[0]))]
+        if lines and self.reason:
+            lines.append(f"GPU not sampled: {self.reason}")
+        return lines
