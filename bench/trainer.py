@@ -138,13 +138,17 @@ class Trainer:
         model = Net(self.dropout).to(self.device)
         self.fresh = model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.5)
 
-    def train_step(self):
+    def step(self):
+        """One training step, without its log line."""
         self.host = self.next_batch()
         self.copy_batch()
         self.forward()
         self.compute_loss()
         self.backward()
         self.update()
+
+    def train_step(self):
+        self.step()
         self.steps += 1
         if self.steps % LOG_INTERVAL == 0:
             self.print_progress()
@@ -208,12 +212,7 @@ class Trainer:
     def train_steps(self, steps: int) -> list[float]:
         losses = []
         for _ in range(steps):
-            self.host = self.next_batch()
-            self.copy_batch()
-            self.forward()
-            self.compute_loss()
-            self.backward()
-            self.update()
+            self.step()
             losses.append(self.loss.item())
         return losses
 

@@ -195,15 +195,16 @@ class Trainer {
                             std::to_string(i) + " batches");
   }
 
-  double train_step_loss() {
+  // One training step, without its log line.
+  void step() {
     host_ = next_batch();
     copy_batch();
     forward();
     compute_loss();
     backward();
     update();
-    return loss_.item<double>();
   }
+  double last_loss() { return loss_.item<double>(); }
 
   std::pair<double, double> evaluate() {
     if (!test_) test_.emplace(load_mnist(options_.data_root, /*train=*/false));
@@ -385,12 +386,7 @@ class Trainer {
         {"progress_print", forwarded, [this] { print_progress(); }, [this] { return loss_product(loss_); }},
         {"train_step", nullptr,
          [this] {
-           host_ = next_batch();
-           copy_batch();
-           forward();
-           compute_loss();
-           backward();
-           update();
+           step();
            if (++steps_ % kLogInterval == 0) print_progress();
          },
          [this] { return loss_product(output_); }},
@@ -609,7 +605,10 @@ int pb_train_steps(pb_session* session, int64_t steps, double* losses) {
   return guarded([&] {
     auto& trainer = trainer_of(session);
     require(losses, "loss buffer");
-    for (int64_t i = 0; i < steps; ++i) losses[i] = trainer.train_step_loss();
+    for (int64_t i = 0; i < steps; ++i) {
+      trainer.step();
+      losses[i] = trainer.last_loss();
+    }
   });
 }
 
