@@ -191,7 +191,8 @@ def test_ctrl_c_keeps_the_results_of_the_finished_cases(pytestconfig, cpp_librar
         output = _read_until(child, b"test_phase[loss-cpp-cpu]", timeout=120)
         time.sleep(0.5)  # most likely the loss request is in flight by now, and its worker hangs
         os.killpg(child.pid, signal.SIGINT)
-        output += child.communicate(timeout=60)[0]
+        # Generous: stopping a worker that is still exiting may take its 30 s stop timeout.
+        output += child.communicate(timeout=120)[0]
         with pytest.raises(ProcessLookupError):  # nothing of the run's process group is left
             os.killpg(child.pid, 0)
     text = output.decode(errors="replace")
