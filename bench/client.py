@@ -177,11 +177,6 @@ class WorkerPool:
             worker = self.workers[(impl, device)] = self.make_worker(impl, device, library)
         return worker
 
-    def discard(self, worker: Worker) -> None:
-        worker.kill()
-        worker.close()
-        self.workers = {key: w for key, w in self.workers.items() if w is not worker}
-
     def stop_all(self) -> None:
         for worker in self.workers.values():
             worker.stop()
