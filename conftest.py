@@ -11,11 +11,13 @@ import pytest
 
 from bench import build, data, gate, utilization
 from bench.client import Worker, WorkerPool
+from bench.method import METHOD_VERSION
 
 pytest_plugins = ["bench.gate_plugin"]  # --phase-ratio-fail and baseline checks (README, "Baselines and CI gating")
 
 IMPLEMENTATIONS = ("python", "cpp")
 DEVICES = ("cpu", "cuda")
+RUN_ORDER = pytest.StashKey[int]()  # a test_phase case's place among the implementations of its phase
 
 
 @dataclass
@@ -30,6 +32,7 @@ class Settings:
     round_timeout: float
     epochs: int  # what each training_run trains
     run_rounds: int  # each training_run round is a fresh worker process
+    processes: int  # fresh workers per phase case; 1: the long-lived worker per implementation and device
     source: data.DataSource | None
     cuda_reason: str | None  # why cuda cases skip; None when a GPU is usable
     machine: dict = field(default_factory=dict)
@@ -56,6 +59,9 @@ def pytest_addoption(parser):
     group.addoption("--rounds", type=int, default=100, help="counted rounds per phase benchmark (default: 100)")
     group.addoption("--warmup-rounds", type=int, default=10,
                     help="uncounted rounds before them (default: 10)")
+    group.addoption("--processes", type=int, default=1,
+                    help="fresh worker processes per phase case, each timing its share of the rounds after its own "
+                         "warm-up, as pyperf does (default: 1, the long-lived worker of each implementation and device)")
     group.addoption("--round-timeout", type=float, default=300.0,
                     help="seconds a worker may take to answer one request before it is killed (default: 300)")
     group.addoption("--epochs", type=int, default=1,
@@ -88,6 +94,7 @@ def _machine_info(settings: Settings) -> dict:
     import torchvision
 
     info = {
+        "method": METHOD_VERSION,  # bench/method.py: results of different methods are never compared
         "torch": torch.__version__,
         "torchvision": torchvision.__version__,
         "cuda": torch.version.cuda,
@@ -100,6 +107,7 @@ def _machine_info(settings: Settings) -> dict:
         "dataset_origin": settings.source.origin if settings.source else None,
         "rounds": settings.rounds,
         "warmup_rounds": settings.warmup_rounds,
+        "processes": settings.processes,
         "test_slow_phase": settings.slow.text if settings.slow else None,  # a slowed run never passes as a real one
     }
     if settings.cuda_reason is None:
@@ -140,8 +148,8 @@ def pytest_configure(config):
     dataset = config.getoption("dataset")
     if dataset not in data.DATASET_CHOICES:
         raise pytest.UsageError(f"--dataset {dataset!r}: valid values are {', '.join(data.DATASET_CHOICES)}")
-    for option in ("threads", "rounds", "warmup_rounds", "round_timeout", "epochs", "run_rounds"):
-        minimum = 1 if option in ("rounds", "epochs", "run_rounds") else 0
+    for option in ("threads", "rounds", "warmup_rounds", "round_timeout", "epochs", "run_rounds", "processes"):
+        minimum = 1 if option in ("rounds", "epochs", "run_rounds", "processes") else 0
         if config.getoption(option) < minimum:
             raise pytest.UsageError(f"--{option.replace('_', '-')} must be at least {minimum}")
     if config.option.help or config.option.collectonly:
@@ -166,7 +174,7 @@ def pytest_configure(config):
         rounds=config.getoption("rounds"), warmup_rounds=config.getoption("warmup_rounds"),
         round_timeout=config.getoption("round_timeout"),
         epochs=config.getoption("epochs"), run_rounds=config.getoption("run_rounds"),
-        source=source, cuda_reason=_cuda_reason(), slow=slow,
+        processes=config.getoption("processes"), source=source, cuda_reason=_cuda_reason(), slow=slow,
     )
     config.phasebench.machine = _machine_info(config.phasebench)
     config.phasebench.utilization = utilization.Monitor(
@@ -183,7 +191,8 @@ def pytest_report_header(config):
     return [
         f"phasebench: data {source}",
         f"phasebench: torch {m['torch']}, torchvision {m['torchvision']}, CUDA {m['cuda']}, cuDNN {m['cudnn']}; "
-        f"GPU {gpu}; {settings.threads} intra-op threads; {settings.rounds} rounds after {settings.warmup_rounds} warm-up; "
+        f"GPU {gpu}; {settings.threads} intra-op threads; {settings.rounds} rounds after {settings.warmup_rounds} warm-up"
+        f"{f' over {settings.processes} fresh workers per case' if settings.processes > 1 else ''}; "
         f"training_run: {settings.epochs} epoch(s), {settings.run_rounds} rounds",
     ] + ([f"phasebench: TEST KNOB {gate.SLOW_PHASE_ENV}={settings.slow.text}: these timings are slowed on purpose"]
          if settings.slow else [])
@@ -218,6 +227,7 @@ def pytest_runtest_call(item):
 
 def pytest_collection_modifyitems(config, items):
     settings: Settings = config.phasebench
+    _rotate_implementations(items, settings.impls)
     for item in items:
         params = getattr(item, "callspec", None) and item.callspec.params
         if not params:
@@ -226,6 +236,25 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=f"--impl {','.join(settings.impls)} excludes {params['impl']}"))
         if params.get("device", settings.devices[0]) not in settings.devices:
             item.add_marker(pytest.mark.skip(reason=f"--device {','.join(settings.devices)} excludes {params['device']}"))
+
+
+def _rotate_implementations(items, impls: tuple[str, ...]) -> None:
+    """test_phase: which implementation runs first rotates from phase to phase, so that neither always
+    follows the other on the machine (README, "What is measured"). Each case's place is stashed."""
+    from bench.trainer import PHASE_NAMES
+
+    groups: dict[tuple, list[int]] = {}
+    for index, item in enumerate(items):
+        params = getattr(item, "callspec", None) and item.callspec.params
+        if getattr(item, "originalname", None) == "test_phase" and params and params["impl"] in impls:
+            groups.setdefault((params["phase"], params["device"]), []).append(index)
+    for (phase, _), slots in groups.items():
+        shift = PHASE_NAMES.index(phase) if phase in PHASE_NAMES else 0
+        ranked = sorted((items[slot] for slot in slots),
+                        key=lambda item: (impls.index(item.callspec.params["impl"]) - shift) % len(impls))
+        for order, (slot, item) in enumerate(zip(slots, ranked)):
+            items[slot] = item
+            item.stash[RUN_ORDER] = order
 
 
 @pytest.fixture(scope="session")

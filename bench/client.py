@@ -11,10 +11,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from bench import build
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+class PhaseRound(NamedTuple):
+    ns: int  # the timed body, synchronized at both ends
+    cpu_ns: int  # the worker process's CPU time across it (all threads)
+    product: dict  # what the phase produced (bench.trainer.product)
 
 
 class WorkerError(RuntimeError):
@@ -26,7 +33,7 @@ class WorkerDied(RuntimeError):
 
 
 class WorkerClock:
-    """pytest-benchmark's timer for phases timed inside a worker (SPEC §3).
+    """pytest-benchmark's timer for phases timed inside a worker (README, "What is measured").
 
     It stands still while the pytest process talks to the worker and advances by each duration
     the worker reports, so pytest-benchmark's statistics see exactly the in-worker times."""
@@ -132,9 +139,14 @@ class Worker:
             raise WorkerError(f"{self.name}: {reply['error']}")
         return reply
 
-    def run_phase(self, phase: str) -> tuple[int, dict]:
+    def run_phase(self, phase: str) -> PhaseRound:
         reply = self.request({"cmd": "phase", "name": phase})
-        return reply["ns"], reply["product"]
+        return PhaseRound(reply["ns"], reply["cpu_ns"], reply["product"])
+
+    @property
+    def timer_floor_ns(self) -> int:
+        """The median of the empty phase, measured by the worker when it started."""
+        return self.info["timer_floor_ns"]
 
     def stop(self, timeout: float = 30.0) -> int:
         """Stop the worker; returns its exit status."""

@@ -31,7 +31,26 @@ class Result(ctypes.Structure):
         ("shape", ctypes.c_int64 * 4),
         ("ndim", ctypes.c_int32),
         ("finite", ctypes.c_int32),
+        ("batch_index", ctypes.c_int64),
+        ("cpu_ns", ctypes.c_int64),
+        ("leftovers", ctypes.c_int32),
+        ("on_device", ctypes.c_int32),
+        ("matches_host", ctypes.c_int32),
+        ("nonzero_grads", ctypes.c_int32),
+        ("zero_before", ctypes.c_int32),
+        ("distinct", ctypes.c_int32),
+        ("recompute_error", ctypes.c_double),
+        ("update_error", ctypes.c_double),
+        ("moved", ctypes.c_double),
     ]
+
+
+# The product's checks as bench.trainer.product names them: (field, kind); -1 or NaN is "none".
+_CHECKS = {"batch": ("batch_index", int), "leftovers": ("leftovers", int), "on_device": ("on_device", bool),
+           "matches_host": ("matches_host", bool), "nonzero_grads": ("nonzero_grads", int),
+           "zero_before": ("zero_before", bool), "distinct": ("distinct", bool),
+           "recompute_error": ("recompute_error", float), "update_error": ("update_error", float),
+           "moved": ("moved", float)}
 
 
 class CppError(RuntimeError):
@@ -46,6 +65,7 @@ _SIGNATURES = {
     "pb_phase_names": [_P, ctypes.c_char_p, ctypes.c_int64],
     "pb_threads": [_P, ctypes.POINTER(ctypes.c_int32)],
     "pb_run_phase": [_P, ctypes.c_char_p, _I64P, ctypes.POINTER(Result)],
+    "pb_timer_floor": [_P, _I64P],
     "pb_param_count": [_P, _I64P],
     "pb_param_layout": [_P, ctypes.c_char_p, ctypes.c_int64],
     "pb_get_params": [_P, ctypes.POINTER(ctypes.c_float), ctypes.c_int64],
@@ -54,7 +74,7 @@ _SIGNATURES = {
     "pb_get_batch": [_P, ctypes.c_int64, ctypes.POINTER(ctypes.c_float), _I64P, ctypes.c_int64, _I64P],
     "pb_train_steps": [_P, ctypes.c_int64, ctypes.POINTER(ctypes.c_double)],
     "pb_evaluate": [_P, ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double)],
-    "pb_train": [_P, ctypes.c_int32, ctypes.c_int32, _I64P, ctypes.c_int64, _I64P, _I64P],
+    "pb_train": [_P, ctypes.c_int32, ctypes.c_int32, _I64P, ctypes.c_int64, _I64P, _I64P, _I64P],
 }
 
 
@@ -68,11 +88,16 @@ def load(path: str) -> ctypes.CDLL:
 
 
 def _product(result: Result) -> dict:
-    return {
+    product = {
         "shape": list(result.shape[: result.ndim]),
         "finite": bool(result.finite),
         "loss": None if math.isnan(result.loss) else result.loss,
     }
+    for name, (field, kind) in _CHECKS.items():
+        value = getattr(result, field)
+        none = math.isnan(value) if kind is float else value == -1
+        product[name] = None if none else kind(value)
+    return product
 
 
 class CppTrainer:
@@ -110,10 +135,15 @@ class CppTrainer:
         self._call("pb_threads", self.handle, ctypes.byref(count))
         return count.value
 
-    def run_phase(self, name: str) -> tuple[int, dict]:
+    def run_phase(self, name: str) -> tuple[int, int, dict]:
         ns, result = ctypes.c_int64(), Result()
         self._call("pb_run_phase", self.handle, name.encode(), ctypes.byref(ns), ctypes.byref(result))
-        return ns.value, _product(result)
+        return ns.value, result.cpu_ns, _product(result)
+
+    def timer_floor(self) -> int:
+        ns = ctypes.c_int64()
+        self._call("pb_timer_floor", self.handle, ctypes.byref(ns))
+        return ns.value
 
     def layout(self) -> list[tuple[str, list[int]]]:
         entries = [entry.split(" ") for entry in self._text("pb_param_layout").split(";") if entry]
@@ -157,10 +187,10 @@ class CppTrainer:
         self._call("pb_evaluate", self.handle, ctypes.byref(accuracy), ctypes.byref(loss))
         return accuracy.value, loss.value
 
-    def train(self, epochs: int, synchronize: bool) -> tuple[dict[str, int], int, int]:
+    def train(self, epochs: int, synchronize: bool) -> tuple[dict[str, int], int, int, int]:
         names = self.phase_names()
         totals = (ctypes.c_int64 * len(names))()
-        steps, loop_ns = ctypes.c_int64(), ctypes.c_int64()
+        steps, loop_ns, cpu_ns = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
         self._call("pb_train", self.handle, epochs, int(synchronize), totals, len(names),
-                   ctypes.byref(steps), ctypes.byref(loop_ns))
-        return dict(zip(names, totals)), steps.value, loop_ns.value
+                   ctypes.byref(steps), ctypes.byref(loop_ns), ctypes.byref(cpu_ns))
+        return dict(zip(names, totals)), steps.value, loop_ns.value, cpu_ns.value

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import method
+
 SLOW_PHASE_ENV = "PHASEBENCH_TEST_SLOW_PHASE"
 _NS_PER_UNIT = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _SLOW_PHASE = re.compile(r"^(?:(?P<impl>\w+)/)?(?P<phase>\w+):(?P<amount>\d+(?:\.\d+)?)(?P<unit>ns|us|ms|s)$")
@@ -23,7 +25,7 @@ _SLOW_PHASE = re.compile(r"^(?:(?P<impl>\w+)/)?(?P<phase>\w+):(?P<amount>\d+(?:\
 
 @dataclass(frozen=True)
 class SlowPhase:
-    """PHASEBENCH_TEST_SLOW_PHASE=[IMPL/]PHASE:DURATION: the phase sleeps DURATION inside its timed body."""
+    """PHASEBENCH_TEST_SLOW_PHASE=[IMPL/]PHASE:DURATION: the phase busy-waits DURATION inside its timed body."""
 
     text: str
     phase: str
@@ -164,11 +166,11 @@ def gate_failures(baselines: dict, current: list[dict], ratio_limit: int | None)
 
 # -- python -m bench.gate ---------------------------------------------------------------------------
 
-def _load(path: str) -> list[dict]:
+def _load(path: str) -> dict:
     error = baseline_error(Path(path))
     if error:
         raise SystemExit(f"{path}: {error}")
-    return json.loads(Path(path).read_text(encoding="utf8"))["benchmarks"]
+    return json.loads(Path(path).read_text(encoding="utf8"))
 
 
 def main(argv=None) -> int:
@@ -176,7 +178,11 @@ def main(argv=None) -> int:
     parser.add_argument("baseline", help="a saved pytest-benchmark result (.benchmarks/…/NNNN_NAME.json)")
     parser.add_argument("result", help="another one, of the same benchmarks")
     args = parser.parse_args(argv)
-    baseline, result = _load(args.baseline), _load(args.result)
+    baseline_result, result_result = _load(args.baseline), _load(args.result)
+    different = method.mismatch(args.baseline, baseline_result, method.method_of(result_result))
+    if different:
+        raise SystemExit(different.replace("this run", args.result))
+    baseline, result = baseline_result["benchmarks"], result_result["benchmarks"]
 
     before = {bench["fullname"]: bench["stats"]["median"] for bench in baseline}
     medians = sorted(((bench["fullname"], before[bench["fullname"]], bench["stats"]["median"])

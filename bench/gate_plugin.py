@@ -2,7 +2,8 @@
 
 pytest-benchmark compares and fails on its own (--benchmark-compare, --benchmark-compare-fail). This adds:
 - --phase-ratio-fail=X%: fail when a phase's python/cpp median ratio moved more than X% from the baseline's;
-- a baseline that is missing or unreadable stops the run before it starts, in one line naming the file
+- a baseline that is missing or unreadable, or was measured by another method (bench/method.py), stops the
+  run before it starts, in one line naming the file
   (pytest-benchmark only warns, runs everything, then fails with a traceback, or compares nothing);
 - a run that compared none of its benchmarks fails instead of passing the gate by default.
 """
@@ -16,7 +17,7 @@ import pytest
 from pytest_benchmark.session import PerformanceRegression
 from pytest_benchmark.storage.file import FileStorage
 
-from bench import gate
+from bench import gate, method
 
 _FAILURES = pytest.StashKey[list]()
 
@@ -76,6 +77,9 @@ def _comparison_error(bs, ratio_fail) -> str | None:
         if path not in loaded:
             reason = gate.baseline_error(path) or "pytest-benchmark could not load it"
             return f"{option}: baseline {path} is unreadable: {reason}"
+        different = method.mismatch(path, json.loads(path.read_text(encoding="utf8")), method.METHOD_VERSION)
+        if different:
+            return f"{option}: {different}"
     return None
 
 

@@ -8,11 +8,14 @@ none, the newest result saved for this machine, the one a bare --benchmark-compa
 
 Per result and device it prints two tables, Markdown by default, CSV with --format csv (one CSV
 block per table, a blank line between, a device column first):
-1. The published table's shape, from the training_run benchmarks: Total Time, Summed Time, Step
-   Count and each phase's total, Python against C++, with Time Difference (%) computed as the
-   published table does, (Python - CPP) / CPP x 100; then the free-running Total Time.
-2. Per phase, from the test_phase benchmarks: median and IQR per implementation, the same
-   difference on the medians, and utilization where it was recorded (GPU busy %, worker CPU cores).
+1. The published table's shape, from the training_run benchmarks: Total Time (the program's own time
+   in the worker, as published), Summed Time, Step Count and each phase's total, Python against C++,
+   with Time Difference (%) computed as the published table does, (Python - CPP) / CPP x 100; then
+   the process around the program (spawn to exit, start-up, exit), the free-running run, and the
+   phases' own CPU use.
+2. Per phase, from the test_phase benchmarks: median, median net of the worker's timer floor and IQR
+   per implementation, the same difference on the net medians, the phase's own CPU use, and the
+   GPU and worker CPU during the whole benchmark where they were recorded.
 Cases the result lacks (cpp skipped, cuda skipped) are shown as "not run", with the reason where
 the result records one. Beside each table file it writes a chart: per phase, Python vs C++ medians
 with their IQR, one panel per device. Both go into --out, named after the result; their paths are
@@ -32,6 +35,7 @@ from pathlib import Path
 from pytest_benchmark.logger import Logger
 from pytest_benchmark.utils import get_machine_id, load_storage
 
+from bench.method import METHOD_VERSION, method_of
 from bench.trainer import PHASES  # the row labels: the one list of phases
 from conftest import DEVICES, IMPLEMENTATIONS
 
@@ -112,7 +116,7 @@ def difference(python: float | None, cpp: float | None) -> list:
     return [python - cpp, (python - cpp) / cpp * 100 if cpp else None]
 
 
-def run_table(cases: dict, device: str) -> Table:
+def run_table(cases: dict, device: str, method: int = METHOD_VERSION) -> Table:
     runs = {impl: cases[key] for impl in IMPLEMENTATIONS if (key := ("training_run", impl, device)) in cases}
     table = Table(f"Training run on {device}", [("index", ""), ("Func", ""), ("Python(s)", ".4f"), ("CPP(s)", ".4f"),
                                                  ("diff(s)", ".4f"), ("Time Difference (%)", ".2f")])
@@ -127,16 +131,27 @@ def run_table(cases: dict, device: str) -> Table:
     def line(label: str, read) -> tuple[str, dict]:
         return label, {impl: read(bench["extra_info"]) for impl, bench in runs.items()}
 
-    lines = [("Total Time", {impl: bench["stats"]["median"] for impl, bench in runs.items()}),
-             line("Summed Time", lambda info: info["summed_median_s"]),
-             line("Step Count", lambda info: info["steps"])]
+    if method >= 2:  # the benchmark's own time is the program's, measured in the worker
+        lines = [("Total Time", {impl: bench["stats"]["median"] for impl, bench in runs.items()})]
+        process_total = line("Process Total (spawn to exit)", lambda info: info.get("total_median_s"))
+    else:
+        table.notes.append("Measured by method 1 (bench/method.py): its Total Time is the process's, spawn to exit")
+        lines = [("Total Time", {impl: None for impl in runs})]
+        process_total = ("Process Total (spawn to exit)", {impl: bench["stats"]["median"] for impl, bench in runs.items()})
+    lines += [line("Summed Time", lambda info: info["summed_median_s"]),
+              line("Step Count", lambda info: info["steps"])]
     lines += [line(phase.label, lambda info, name=phase.name: info["phase_total_s"].get(name)) for phase in PHASES]
-    # Beyond the published rows: where Total Time goes besides the loop, and the run without phase timers.
-    lines += [line("Worker Start-up", lambda info: info.get("startup_median_s")),
+    # Beyond the published rows: the process around the program, the run without phase timers, and
+    # the phases' own CPU use.
+    lines += [process_total,
+              line("Worker Start-up", lambda info: info.get("startup_median_s")),
+              line("Program Set-up", lambda info: info.get("setup_median_s")),
               line("Training Loop", lambda info: info.get("loop_median_s")),
               line("Worker Exit", lambda info: info.get("stopping_median_s")),
               line("Free-running Total Time", lambda info: info["free_running"]["total_s"]),
-              line("Free-running Training Loop", lambda info: info["free_running"]["loop_s"])]
+              line("Free-running Training Loop", lambda info: info["free_running"]["loop_s"]),
+              line("Free-running Process Total", lambda info: info["free_running"].get("process_total_s")),
+              line("Phase CPU (cores)", lambda info: info.get("phase_cpu_cores"))]
     recorded = [(label, values) for label, values in lines if any(value is not None for value in values.values())]
     for index, (label, values) in enumerate(recorded):
         cells = [values[impl] if impl in runs else NOT_RUN for impl in ("python", "cpp")]
@@ -145,9 +160,24 @@ def run_table(cases: dict, device: str) -> Table:
 
 
 def utilization(bench: dict | None, kind: str) -> float | None:
-    """GPU busy % (mean) or worker CPU cores during the benchmark, where it recorded them."""
-    recorded = ((bench or {}).get("extra_info") or {}).get(kind) or {}
+    """GPU busy % (mean) or worker CPU cores during the whole benchmark (warm-up, preparation and messaging
+    included), or the phase's own CPU cores (its timed bodies alone), where the benchmark recorded them."""
+    info = (bench or {}).get("extra_info") or {}
+    if kind == "phase_cpu":
+        return info.get("phase_cpu_cores")
+    recorded = info.get(kind) or {}
     return (recorded.get("utilization_pct") or {}).get("mean") if kind == "gpu" else recorded.get("cores")
+
+
+UTILIZATION_COLUMNS = (("phase_cpu", "phase CPU (cores)", ".2f"),
+                       ("gpu", "GPU busy in benchmark (%)", ".0f"),
+                       ("cpu", "worker CPU in benchmark (cores)", ".2f"))
+
+
+def net_median(stats: dict, bench: dict) -> float | None:
+    """The median less its worker's timer floor (seconds), or None where no floor was recorded."""
+    floor = (bench.get("extra_info") or {}).get("timer_floor_s")
+    return None if floor is None else stats["median"] - floor
 
 
 def phase_table(cases: dict, device: str) -> Table:
@@ -159,26 +189,39 @@ def phase_table(cases: dict, device: str) -> Table:
     if not stats:
         return table
     rounds = "/".join(map(str, sorted({s["rounds"] for s in stats.values()})))
-    table.title += f": one call each, median and IQR of {rounds} rounds; milliseconds"
+    table.title += (f": one call each, median and IQR of {rounds} rounds, and the median net of its worker's timer "
+                    f"floor; milliseconds")
     for impl in IMPLEMENTATIONS:
-        table.columns += [(f"{COLUMN_NAMES[impl]} median (ms)", ".3f"), (f"{COLUMN_NAMES[impl]} IQR (ms)", ".3f")]
-    table.columns += [("diff (ms)", ".3f"), ("Time Difference (%)", ".2f")]
+        table.columns += [(f"{COLUMN_NAMES[impl]} median (ms)", ".4f"), (f"{COLUMN_NAMES[impl]} net (ms)", ".4f"),
+                          (f"{COLUMN_NAMES[impl]} IQR (ms)", ".4f")]
+    table.columns += [("diff (ms)", ".4f"), ("Time Difference (%)", ".2f")]
     # Utilization columns only where some benchmark recorded them: nobody watches a GPU on cpu.
     benches = [cases[phase, impl, device] for phase, impl in stats]
-    kinds = [(kind, header, spec) for kind, header, spec in (("gpu", "GPU busy (%)", ".0f"), ("cpu", "CPU (cores)", ".2f"))
+    kinds = [(kind, header, spec) for kind, header, spec in UTILIZATION_COLUMNS
              if any(utilization(bench, kind) is not None for bench in benches)]
     table.columns += [(f"{COLUMN_NAMES[impl]} {header}", spec) for _, header, spec in kinds for impl in IMPLEMENTATIONS]
 
+    raw_differences = False
     for phase in PHASES:
         medians = {impl: stats[phase.name, impl]["median"] * 1e3 for impl in IMPLEMENTATIONS if (phase.name, impl) in stats}
         if not medians:
             continue
+        nets = {impl: net * 1e3 for impl in medians
+                if (net := net_median(stats[phase.name, impl], cases[phase.name, impl, device])) is not None}
         row = [phase.label]
         for impl in IMPLEMENTATIONS:
-            row += [medians[impl], stats[phase.name, impl]["iqr"] * 1e3] if impl in medians else [NOT_RUN, None]
-        row += difference(medians.get("python"), medians.get("cpp"))
+            row += ([medians[impl], nets.get(impl), stats[phase.name, impl]["iqr"] * 1e3] if impl in medians
+                    else [NOT_RUN, None, None])
+        compared = nets if nets.keys() == medians.keys() else medians
+        raw_differences = raw_differences or (compared is medians and len(medians) > 1)
+        row += difference(compared.get("python"), compared.get("cpp"))
         row += [utilization(cases.get((phase.name, impl, device)), kind) for kind, _, _ in kinds for impl in IMPLEMENTATIONS]
         table.rows.append(row)
+    table.notes.append("diff and Time Difference compare the net medians" if not raw_differences
+                       else "diff and Time Difference compare raw medians where no timer floor was recorded")
+    if any(kind == "gpu" for kind, _, _ in kinds):
+        table.notes.append("GPU busy covers the whole benchmark, warm-up, preparation and messaging included; "
+                           "the driver samples it every 1/6 s to 1 s, too coarsely for a phase of microseconds")
     return table
 
 
@@ -226,7 +269,7 @@ def describe(path: Path, result: dict) -> str:
     commit = result.get("commit_info") or {}
     gpu = (phasebench.get("gpu") or {}).get("name") or "none"
     text = (f"{path}: saved {result.get('datetime', '?')}, commit {str(commit.get('id', '?'))[:8]}"
-            f"{' (dirty)' if commit.get('dirty') else ''}; torch {phasebench.get('torch', '?')}, "
+            f"{' (dirty)' if commit.get('dirty') else ''}; method {method_of(result)}; torch {phasebench.get('torch', '?')}, "
             f"{phasebench.get('dataset', '?')} data, {phasebench.get('threads', '?')} intra-op threads; "
             f"CPU {phasebench.get('cpu', '?')}; GPU {gpu}.")
     if phasebench.get("test_slow_phase"):
@@ -245,7 +288,7 @@ def render(path: Path, result: dict, style: str) -> tuple[str, list[str]]:
             markdown_parts += [note + ".", ""]
             notes.append(note)
             continue
-        tables = [run_table(cases, device), phase_table(cases, device)]
+        tables = [run_table(cases, device, method_of(result)), phase_table(cases, device)]
         markdown_parts += [markdown(table) for table in tables]
         csv_parts += [csv_block(table, device) for table in tables if table.rows]
         notes += [f"{device}: {note}" for table in tables for note in table.notes]

@@ -25,7 +25,7 @@ from bench import build, cpp_lib
 from bench.client import ROOT, describe_exit
 
 PB_ERROR = 1  # phasebench.h
-PARAM_COUNT = 21840  # the Net's parameters (SPEC §1)
+PARAM_COUNT = 21840  # the Net's parameters
 EPOCH_BATCHES = 938
 SESSION_FUNCTIONS = [name for name in cpp_lib._SIGNATURES if name != "pb_create"]
 
@@ -55,8 +55,8 @@ def _get_batch(lib, handle, index: int, capacity: int) -> int:
 
 
 def _train(lib, handle, capacity: int) -> int:
-    totals, steps, loop_ns = (ctypes.c_int64 * capacity)(), ctypes.c_int64(), ctypes.c_int64()
-    return lib.pb_train(handle, 1, 1, totals, capacity, ctypes.byref(steps), ctypes.byref(loop_ns))
+    totals, steps, loop_ns, cpu_ns = (ctypes.c_int64 * capacity)(), ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
+    return lib.pb_train(handle, 1, 1, totals, capacity, ctypes.byref(steps), ctypes.byref(loop_ns), ctypes.byref(cpu_ns))
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,9 @@ def test_unchanged_run_passes_both_gates(pytestconfig, baseline):
     (None, "0001", "no baseline in {storage} matches '0001'"),
     (None, "{storage}/no/such/base.json", "baseline {storage}/no/such/base.json does not exist"),
     ('{"benchmarks": [', "0001", "baseline {file} is unreadable: not JSON"),
-], ids=["missing", "missing-path", "corrupt"])
+    ((Path(__file__).parent / "fixtures" / "missing.json").read_text(), "0001",
+     "{file} was measured by phasebench method 1, this run by method 2"),
+], ids=["missing", "missing-path", "corrupt", "other-method"])
 def test_bad_baseline_is_a_one_line_error(pytestconfig, tmp_path, content, compare, problem):
     file = tmp_path / get_machine_id() / "0001_base.json"
     if content is not None:
@@ -171,6 +173,15 @@ def test_changes_command(tmp_path, capsys):
     assert lines[1] == "      25.0%  bench/test_phases.py::test_phase[loss-cpp-cpu]: 1000000.0 → 1250000.0 µs"
     assert lines[-1].startswith("largest median change 25.0% (bench/test_phases.py::test_phase[loss-cpp-cpu]); "
                                 "largest ratio change 25.0%")
+
+
+def test_changes_command_refuses_another_method(tmp_path):
+    benchmarks = [saved_bench("loss", "python", 2.0), saved_bench("loss", "cpp", 1.0)]
+    for name, method in (("old.json", 1), ("new.json", 2)):
+        (tmp_path / name).write_text(json.dumps({"machine_info": {"phasebench": {"method": method}},
+                                                 "benchmarks": benchmarks}))
+    with pytest.raises(SystemExit, match=r"old.json was measured by phasebench method 1, .*new.json by method 2"):
+        gate.main([str(tmp_path / "old.json"), str(tmp_path / "new.json")])
 
 
 # -- the workflows ------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """bench.report on small saved results that these tests own (bench/fixtures/): complete.json has both
-implementations on cpu and cuda with utilization; missing.json has what a machine without a C++
-toolchain or GPU saves (python on cpu only), and no utilization keys."""
+implementations on cpu and cuda with utilization and timer floors (method 2); missing.json has what a
+machine without a C++ toolchain or GPU saved by method 1 (python on cpu only), without utilization keys."""
 
 import csv
 import io
@@ -45,14 +45,16 @@ def test_published_table_from_a_complete_result(capsys, tmp_path):
     rows = markdown_rows(section(out, "cpu"), "**Training run on cpu")
     assert rows[0] == ["index", "Func", "Python(s)", "CPP(s)", "diff(s)", "Time Difference (%)"]
     assert [row[1] for row in rows[2:]] == PUBLISHED_ROWS + [
-        "Worker Start-up", "Training Loop", "Worker Exit", "Free-running Total Time", "Free-running Training Loop"]
-    assert [row[0] for row in rows[2:]] == [str(i) for i in range(16)]
+        "Process Total (spawn to exit)", "Worker Start-up", "Program Set-up", "Training Loop", "Worker Exit",
+        "Free-running Total Time", "Free-running Training Loop", "Free-running Process Total", "Phase CPU (cores)"]
+    assert [row[0] for row in rows[2:]] == [str(i) for i in range(20)]
     by_label = {row[1]: row[2:] for row in rows[2:]}
-    # complete.json: Total Time median 12.5 s vs 5.0 s; (12.5 - 5) / 5 x 100 = 150 %
+    # complete.json: Total Time (the program's, the benchmark's median) 12.5 s vs 5.0 s; (12.5 - 5) / 5 x 100 = 150 %
     assert by_label["Total Time"] == ["12.5000", "5.0000", "7.5000", "150.00"]
     assert by_label["Summed Time"] == ["9.1000", "4.1000", "5.0000", "121.95"]
     assert by_label["Step Count"] == ["938", "938", "0", "0.00"]
     assert by_label["Data Loading"] == ["4.5000", "0.2800", "4.2200", "1507.14"]
+    assert by_label["Process Total (spawn to exit)"] == ["15.5000", "5.6000", "9.9000", "176.79"]
     assert by_label["Worker Start-up"] == ["2.5000", "0.5000", "2.0000", "400.00"]
     assert by_label["Free-running Total Time"] == ["12.0000", "4.8000", "7.2000", "150.00"]
     assert "not run" not in out
@@ -67,14 +69,20 @@ def test_per_phase_table_with_spread_and_utilization(capsys, tmp_path):
     out, _ = run_report(capsys, COMPLETE, "--out", tmp_path)
 
     cuda = markdown_rows(section(out, "cuda"), "**Per phase on cuda")
-    assert cuda[0] == ["Phase", "Python median (ms)", "Python IQR (ms)", "CPP median (ms)", "CPP IQR (ms)", "diff (ms)",
-                       "Time Difference (%)", "Python GPU busy (%)", "CPP GPU busy (%)", "Python CPU (cores)",
-                       "CPP CPU (cores)"]
-    train_step = {row[0]: row[1:] for row in cuda[2:]}["Train Step"]
-    assert train_step == ["6.000", "0.900", "1.000", "0.150", "5.000", "500.00", "31", "52", "1.00", "1.00"]
+    assert cuda[0] == ["Phase", "Python median (ms)", "Python net (ms)", "Python IQR (ms)", "CPP median (ms)",
+                       "CPP net (ms)", "CPP IQR (ms)", "diff (ms)", "Time Difference (%)",
+                       "Python phase CPU (cores)", "CPP phase CPU (cores)",
+                       "Python GPU busy in benchmark (%)", "CPP GPU busy in benchmark (%)",
+                       "Python worker CPU in benchmark (cores)", "CPP worker CPU in benchmark (cores)"]
+    rows = {row[0]: row[1:] for row in cuda[2:]}
+    assert rows["Train Step"] == ["6.0000", "5.9998", "0.9000", "1.0000", "1.0000", "0.1500", "4.9998", "500.00",
+                                  "1.00", "1.00", "31", "52", "1.00", "1.00"]
+    # The difference is taken on the net medians: loss 0.030 - 0.0002 ms against 0.015 - 0.00003 ms.
+    assert rows["Loss Calculation"][6:8] == ["0.0148", "99.06"]  # raw medians: 100.00
+    assert "diff and Time Difference compare the net medians." in section(out, "cuda")
     # Nobody samples a GPU on cpu: no GPU columns there, the worker's CPU only.
     cpu_header = markdown_rows(section(out, "cpu"), "**Per phase on cpu")[0]
-    assert "Python GPU busy (%)" not in cpu_header and "CPP CPU (cores)" in cpu_header
+    assert "Python GPU busy in benchmark (%)" not in cpu_header and "CPP worker CPU in benchmark (cores)" in cpu_header
 
 
 def test_missing_cases_are_shown_not_crashed_on(capsys, tmp_path):
@@ -82,13 +90,16 @@ def test_missing_cases_are_shown_not_crashed_on(capsys, tmp_path):
 
     cpu = section(out, "cpu")
     run_rows = markdown_rows(cpu, "**Training run on cpu")
-    assert run_rows[2][1:] == ["Total Time", "12.5000", "not run", "—", "—"]
+    assert run_rows[2][1:] == ["Summed Time", "9.1000", "not run", "—", "—"]
     labels = [row[1] for row in run_rows[2:]]
-    assert labels[:11] == PUBLISHED_ROWS and "Worker Start-up" not in labels  # saved before it was recorded
+    # Method 1 timed the process, not the program: no Total Time, the process total instead.
+    assert labels[:10] == PUBLISHED_ROWS[1:] and labels[10] == "Process Total (spawn to exit)"
+    assert "Worker Start-up" not in labels  # saved before it was recorded
+    assert "Measured by method 1 (bench/method.py): its Total Time is the process's, spawn to exit." in cpu
     assert "CPP: not run, no training_run in this result." in cpu
     phase_rows = markdown_rows(cpu, "**Per phase on cpu")
     assert phase_rows[0][-1] == "Time Difference (%)"  # no utilization recorded, no columns for it
-    assert phase_rows[2][:4] == ["Data Loading", "4.800", "0.720", "not run"]
+    assert phase_rows[2][:5] == ["Data Loading", "4.8000", "—", "0.7200", "not run"]
     assert "CPP: not run, no per-phase benchmarks in this result." in cpu
     assert section(out, "cuda").strip() == "cuda: not run (no usable GPU: torch.cuda.is_available() is False)."
     assert (tmp_path / "missing.png").read_bytes().startswith(b"\x89PNG")
@@ -105,7 +116,7 @@ def test_csv(capsys, tmp_path):
 
     out, err = run_report(capsys, MISSING, "--format", "csv", "--out", tmp_path)
     total = csv_blocks(out)[0][1]
-    assert total[2:] == ["Total Time", "12.5", "not run", "", ""]
+    assert total[2:] == ["Summed Time", "9.1", "not run", "", ""]
     assert "cpu: CPP: not run, no training_run in this result" in err
     assert "cuda: not run (no usable GPU" in err
 

@@ -1,12 +1,13 @@
-"""The published run end to end (SPEC §2, training_run), per implementation and device.
+"""The published run end to end (README, "The published table, redone"), per implementation and device.
 
-Each round is a fresh worker process that trains --epochs epochs with every phase timed (SPEC §3),
-then stops. pytest-benchmark times the round with its own clock, from spawning the worker to seeing
-it exit: the published table's Total Time. extra_info gets what the worker reports, per round and
-as medians: Summed Time (the phase timers added up), Step Count, each phase's total and the loop's
-time; and where the rest of Total Time goes, seen from here: the worker's start-up (spawn to trainer
-ready) and its exit (stop request to exit). One more fresh worker trains free-running, without
-synchronizing inside the step, for a Total Time that the phase timers do not disturb; the
+Each round is a fresh worker process that trains --epochs epochs with every phase timed, then stops.
+The benchmark's time is the published table's Total Time: the program's own time, measured inside
+the worker from before its dataset is opened to the end of its last step (the published programs ran
+with the interpreter and torch already loaded). extra_info gets what the worker reports, per round and
+as medians: Summed Time (the phase timers added up), Step Count, each phase's total, the loop's time
+and the phases' own CPU use; and, seen from here, the process total (spawn to exit) with its start-up
+(spawn to trainer ready, torch's import included) and exit. One more fresh worker trains free-running,
+without synchronizing inside the step, for a Total Time that the phase timers do not disturb; the
 utilization recorded is that run's. The train request may take --round-timeout seconds per epoch.
 
 Under --benchmark-disable one timed round and the free-running run are checked."""
@@ -17,11 +18,11 @@ from contextlib import nullcontext
 
 import pytest
 
-from bench.client import describe_exit
+from bench.client import describe_exit, worker_clock
 from bench.trainer import PHASE_NAMES
 from conftest import DEVICES, IMPLEMENTATIONS
 
-STEPS_PER_EPOCH = 938  # 60,000 images in batches of 64, the last of 32 (SPEC §1)
+STEPS_PER_EPOCH = 938  # 60,000 images in batches of 64, the last of 32
 WHOLE_STEP = "train_step"  # the run times each step phase by phase, never as a whole
 
 
@@ -43,14 +44,19 @@ def train_in_fresh_worker(spawn, settings, synchronize: bool, watch=nullcontext)
                     "stopping_ns": exit_ns - stop_ns}
 
 
+@pytest.mark.benchmark(timer=worker_clock)  # the program's own time, as the worker measured it
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
 def test_training_run(benchmark, new_worker, utilization_of, settings, impl, device):
     spawn = new_worker(impl, device)
     runs = []
+
+    def one_run():
+        runs.append(train_in_fresh_worker(spawn, settings, synchronize=True))
+        worker_clock.advance(runs[-1]["program_ns"])
+
     benchmark.group = "training_run"
-    benchmark.pedantic(lambda: runs.append(train_in_fresh_worker(spawn, settings, synchronize=True)),
-                       rounds=settings.run_rounds, warmup_rounds=0, iterations=1)  # each round is a cold start
+    benchmark.pedantic(one_run, rounds=settings.run_rounds, warmup_rounds=0, iterations=1)  # each round a cold start
     free = train_in_fresh_worker(spawn, settings, synchronize=False, watch=utilization_of)
 
     steps = STEPS_PER_EPOCH * settings.epochs
@@ -60,21 +66,27 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, impl, dev
         assert run["phase_ns"][WHOLE_STEP] == 0, "the run timed whole steps as well as their phases"
         timed = {name: ns for name, ns in run["phase_ns"].items() if name != WHOLE_STEP}
         assert all(ns > 0 for ns in timed.values()), f"phase totals: {timed}"
-        parts = {name: run[f"{name}_ns"] for name in ("startup", "loop", "stopping", "total")}
+        parts = {name: run[f"{name}_ns"] for name in ("startup", "setup", "loop", "program", "stopping", "total")}
         assert sum(timed.values()) <= run["loop_ns"], f"summed phases {sum(timed.values())} ns outlast their loop {parts}"
+        assert parts["setup"] < parts["startup"] and parts["program"] == parts["setup"] + parts["loop"], (
+            f"the program's time is its set-up (within the worker's start-up) and its loop: {parts}")
         assert parts["startup"] + parts["loop"] + parts["stopping"] <= parts["total"], f"the parts outlast the whole {parts}"
     assert free["steps"] == steps, f"free-running: {free['steps']} steps, expected {steps}"
     assert not any(free["phase_ns"].values()), f"free-running, yet phases were timed: {free['phase_ns']}"
     assert 0 < free["loop_ns"] < free["total_ns"]
 
     timed_names = [name for name in PHASE_NAMES if name != WHOLE_STEP]
-    summed_s = [sum(run["phase_ns"][name] for name in timed_names) / 1e9 for run in runs]
+    summed_ns = [sum(run["phase_ns"][name] for name in timed_names) for run in runs]
     benchmark.extra_info.update(
         implementation=impl, device=device, phase="training_run", epochs=settings.epochs,
         rounds=settings.run_rounds, warmup_rounds=0, threads=settings.threads, steps=runs[0]["steps"],
-        summed_s=summed_s, summed_median_s=statistics.median(summed_s),
+        summed_s=[ns / 1e9 for ns in summed_ns], summed_median_s=statistics.median(summed_ns) / 1e9,
+        program_s=[run["program_ns"] / 1e9 for run in runs], process_total_s=[run["total_ns"] / 1e9 for run in runs],
         **{f"{name}_median_s": statistics.median(run[f"{name}_ns"] for run in runs) / 1e9
-           for name in ("startup", "loop", "stopping")},
+           for name in ("program", "setup", "startup", "loop", "stopping", "total")},
         phase_total_s={name: statistics.median(run["phase_ns"][name] for run in runs) / 1e9 for name in timed_names},
-        free_running={"total_s": free["total_ns"] / 1e9, "loop_s": free["loop_ns"] / 1e9},
+        # The timed bodies' own CPU use: process CPU time over their summed wall time.
+        phase_cpu_cores=round(statistics.median(run["phase_cpu_ns"] / ns for run, ns in zip(runs, summed_ns)), 3),
+        free_running={"total_s": free["program_ns"] / 1e9, "loop_s": free["loop_ns"] / 1e9,
+                      "process_total_s": free["total_ns"] / 1e9},
     )

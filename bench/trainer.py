@@ -1,16 +1,19 @@
 """The Python implementation: the pytorch/examples MNIST workload, cut into the timed phases.
 
-It is written as the examples' users write it (SPEC §1): torchvision's MNIST with ToTensor and
-Normalize, a DataLoader of 64 without shuffling, the C++ example's Net, SGD(0.01, 0.5), and a
-log line every 10 batches. Its twin is cpp/phasebench.cpp; PHASES at the bottom is the suite's
-single list of phases.
+It is written as the examples' users write it (README, "How our trainers differ from pytorch/examples"):
+torchvision's MNIST with ToTensor and Normalize, a DataLoader of 64 without shuffling, the C++
+example's Net, SGD(0.01, 0.5), and a log line every 10 batches. Its twin is cpp/phasebench.cpp;
+PHASES at the bottom is the suite's single list of phases, and how each is timed is README,
+"What is measured".
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 import sys
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Callable
 
@@ -23,11 +26,17 @@ from bench.data import check_split
 
 BATCH_SIZE = 64
 LOG_INTERVAL = 10
+LEARNING_RATE, MOMENTUM = 0.01, 0.5
 TRANSFORM = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))])
+FLOOR_ROUNDS = 2000  # empty-phase rounds whose median is a worker's timer floor
+
+# The checks a phase's product may carry (README, "What is measured"); None where a phase has none.
+CHECKS = ("batch", "on_device", "matches_host", "recompute_error", "zero_before", "nonzero_grads",
+          "update_error", "moved", "distinct", "leftovers")
 
 
 class Net(nn.Module):
-    """The network of examples/cpp/mnist (SPEC §1), parameter for parameter."""
+    """The network of examples/cpp/mnist, parameter for parameter."""
 
     def __init__(self, dropout: float = 0.5):
         super().__init__()
@@ -49,16 +58,36 @@ class Net(nn.Module):
 
 
 def make_loader(dataset) -> torch.utils.data.DataLoader:
-    return torch.utils.data.DataLoader(dataset, batch_size=BATCH_SIZE, shuffle=False, num_workers=0)
+    # A generator of its own: each new iterator draws a base seed from the loader's generator, which
+    # would otherwise be the global one that dropout draws from; LibTorch's loader draws nothing.
+    return torch.utils.data.DataLoader(dataset, batch_size=BATCH_SIZE, shuffle=False, num_workers=0,
+                                       generator=torch.Generator())
 
 
-def product(main: torch.Tensor, finite: bool, loss: float | None = None) -> dict:
-    """What a phase produced, for plain tests to check (the C++ side reports the same)."""
-    return {"shape": list(main.shape), "finite": bool(finite), "loss": loss}
+def product(main: torch.Tensor, finite: bool, loss: float | None = None, **checks) -> dict:
+    """What a phase produced, for plain tests to check (the C++ side reports the same fields)."""
+    unknown = checks.keys() - set(CHECKS)
+    assert not unknown, f"unknown product checks {unknown}"
+    return {"shape": list(main.shape), "finite": bool(finite), "loss": loss} | dict.fromkeys(CHECKS) | checks
 
 
 def all_finite(tensors) -> bool:
     return all(t is not None and bool(torch.isfinite(t).all()) for t in tensors)
+
+
+def busy_wait(ns: int) -> None:
+    """Spin, not sleep: a test slowdown must compete for the CPU as real work does."""
+    end = time.perf_counter_ns() + ns
+    while time.perf_counter_ns() < end:
+        pass
+
+
+def slowed(body: Callable, ns: int) -> Callable:
+    def body_then_spin(trainer):
+        body(trainer)
+        busy_wait(ns)
+
+    return body_then_spin
 
 
 class Trainer:
@@ -67,10 +96,12 @@ class Trainer:
                  slow_phase: str = "", slow_ns: int = 0):
         check_split(f"{root}/MNIST/raw", "train")
         self.root, self.dropout = root, dropout
-        self.slow_phase, self.slow_ns = slow_phase, slow_ns
         self.device = torch.device(device)
-        if self.device.type == "cuda" and not torch.cuda.is_available():
-            raise RuntimeError(f"device {device} requested but CUDA is not available")
+        if self.device.type == "cuda":
+            if not torch.cuda.is_available():
+                raise RuntimeError(f"device {device} requested but CUDA is not available")
+            torch.cuda.set_device(self.device)  # so that the cheapest synchronization is the right one
+            self.device = torch.device("cuda", torch.cuda.current_device())
         self.train_set = datasets.MNIST(root, train=True, download=False, transform=TRANSFORM)
         self.loader = make_loader(self.train_set)
         if threads > 0:
@@ -79,8 +110,17 @@ class Trainer:
         self.log = open(log_path, "w") if log_path else sys.stdout
         self.batches = None
         self.epoch = self.seen = self.steps = 0
+        self.host_index = -1  # the index in its epoch of the batch in self.host
         self.host = self.data = self.target = self.output = self.loss = None
-        self.fresh = None
+        self.fresh = self.update_check = self.rng_before = None
+        self.zero_before = None
+        self.last_phase = None
+        # torch.cuda.synchronize() is this call inside a device guard; the device is set above.
+        self.timed = self._timed_cuda if self.device.type == "cuda" else self._timed_cpu
+        self.bodies = {phase.name: slowed(phase.body, slow_ns) if phase.name == slow_phase else phase.body
+                       for phase in PHASE_BY_NAME.values()}
+        self.run_bodies = {name: slowed(body, slow_ns) if name == slow_phase else body
+                           for name, body in RUN_BODIES.items()}
         self.build_model()
 
     def close(self):
@@ -90,7 +130,7 @@ class Trainer:
     # -- the operations the phases are made of ------------------------------------------
     def build_model(self):
         self.model = Net(self.dropout).to(self.device)
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.5)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
 
     def next_batch(self):
         """The next batch, starting a new epoch when the last one ends."""
@@ -98,12 +138,20 @@ class Trainer:
             batch = next(self.batches, None)
             if batch is not None:
                 self.seen += len(batch[0])
+                self.host_index += 1
                 return batch
         self.batches = iter(self.loader)
         self.epoch += 1
         batch = next(self.batches)
-        self.seen = len(batch[0])
+        self.seen, self.host_index = len(batch[0]), 0
         return batch
+
+    def load_batch(self):
+        self.host = self.next_batch()
+
+    def load_in_epoch(self):
+        """The training run's data loading: None at the end of the epoch."""
+        self.host = next(self.batches, None)
 
     def copy_batch(self):
         self.data, self.target = self.host[0].to(self.device), self.host[1].to(self.device)
@@ -125,8 +173,12 @@ class Trainer:
         print(f"Train Epoch: {self.epoch} [{self.seen:5d}/{len(self.train_set):5d}]\tLoss: {self.loss.item():.4f}",
               file=self.log)
 
+    def read_loss(self):
+        """What the C++ example does after every step (an isnan check): a device sync on cuda."""
+        self.loss.item()
+
     def on_device(self):
-        self.host = self.next_batch()
+        self.load_batch()
         self.copy_batch()
 
     def forwarded(self):
@@ -136,11 +188,11 @@ class Trainer:
 
     def fresh_model(self):
         model = Net(self.dropout).to(self.device)
-        self.fresh = model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.5)
+        self.fresh = model, torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
 
     def step(self):
         """One training step, without its log line."""
-        self.host = self.next_batch()
+        self.load_batch()
         self.copy_batch()
         self.forward()
         self.compute_loss()
@@ -153,35 +205,76 @@ class Trainer:
         if self.steps % LOG_INTERVAL == 0:
             self.print_progress()
 
-    def loss_product(self, main):
-        loss = self.loss.item()
-        return product(main, bool(torch.isfinite(main).all()) and math.isfinite(loss), loss)
+    # -- what a round leaves, and what its preparation releases ------------------------------
+    def held(self) -> list[torch.Tensor]:
+        """Every tensor a round leaves in the trainer's state, model weights and optimizer state aside."""
+        tensors = [self.data, self.target, self.output, self.loss]
+        tensors += list(self.host or ()) + list(self.update_check or ())
+        tensors += [p.grad for p in self.model.parameters()]
+        if self.fresh:
+            tensors += list(self.fresh[0].parameters())
+        return [t for t in tensors if isinstance(t, torch.Tensor)]
 
-    # -- timing (SPEC §3) ------------------------------------------------------------------
-    def sync(self):
+    def release(self):
+        """Free what earlier rounds left (batches, outputs, losses with their graphs, gradients),
+        so that no timed body frees it (README, "What is measured")."""
+        self.host = self.data = self.target = self.output = self.loss = None
+        self.fresh = self.update_check = self.rng_before = None
+        self.optimizer.zero_grad()  # set_to_none, as LibTorch's
+
+    def rng_state(self) -> torch.Tensor:
+        return torch.cuda.get_rng_state() if self.device.type == "cuda" else torch.get_rng_state()
+
+    def set_rng_state(self, state: torch.Tensor) -> None:
         if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+            torch.cuda.set_rng_state(state)
+        else:
+            torch.set_rng_state(state)
 
-    def timed(self, body: Callable[[], object], name: str) -> int:
-        self.sync()
+    # -- timing (README, "What is measured") -------------------------------------------------
+    def _timed_cpu(self, body) -> tuple[int, int]:
+        """(wall ns, process CPU ns) of body(self); nothing but the body between the clock reads."""
+        cpu_start = time.process_time_ns()
         start = time.perf_counter_ns()
-        body()
-        if name == self.slow_phase:
-            time.sleep(self.slow_ns / 1e9)
-        self.sync()
-        return time.perf_counter_ns() - start
+        body(self)
+        end = time.perf_counter_ns()
+        return end - start, time.process_time_ns() - cpu_start
+
+    def _timed_cuda(self, body) -> tuple[int, int]:
+        synchronize = torch._C._cuda_synchronize
+        synchronize()
+        cpu_start = time.process_time_ns()
+        start = time.perf_counter_ns()
+        body(self)
+        synchronize()
+        end = time.perf_counter_ns()
+        return end - start, time.process_time_ns() - cpu_start
+
+    def timer_floor(self, rounds: int = FLOOR_ROUNDS) -> int:
+        """The median time of the empty phase: what the clock itself costs in this worker."""
+        noop = self.bodies["noop"]
+        return int(statistics.median(self.timed(noop)[0] for _ in range(rounds)))
 
     def threads(self) -> int:
         return torch.get_num_threads()
 
-    def run_phase(self, name: str) -> tuple[int, dict]:
+    def run_phase(self, name: str) -> tuple[int, int, dict]:
+        """Prepare the phase untimed, time its body; returns (ns, process CPU ns, product)."""
         phase = PHASE_BY_NAME.get(name)
         if phase is None:
             raise ValueError(f"unknown phase '{name}'")
+        # A training step frees the previous step's tensors itself, as in any training loop.
+        continuing = phase.continues_itself and self.last_phase == name
+        earlier = [] if continuing else [weakref.ref(t) for t in self.held()]
+        if not continuing:
+            self.release()
         if phase.prepare:
             phase.prepare(self)
-        ns = self.timed(lambda: phase.body(self), name)
-        return ns, phase.product(self)
+        leftovers = None if continuing else sum(ref() is not None for ref in earlier)
+        del earlier
+        ns, cpu_ns = self.timed(self.bodies[name])
+        self.last_phase = name
+        return ns, cpu_ns, phase.product(self) | {"leftovers": leftovers}
 
     # -- equivalence and the full run --------------------------------------------------------
     def layout(self) -> list[tuple[str, list[int]]]:
@@ -230,83 +323,158 @@ class Trainer:
         self.model.train()
         return 100.0 * correct / len(test_set), loss_sum / len(test_set)
 
-    def train(self, epochs: int, synchronize: bool) -> tuple[dict[str, int], int, int]:
-        """The published run. Returns (phase totals in ns, steps, loop ns)."""
-        totals = {name: 0 for name in PHASE_NAMES}
+    def train(self, epochs: int, synchronize: bool) -> tuple[dict[str, int], int, int, int]:
+        """The published run. Returns (phase totals in ns, steps, loop ns, process CPU ns of the timed bodies).
 
-        def time_into(name, body):
+        The frees that fall inside a phase's clock stay there, as in the published program."""
+        totals = {name: 0 for name in PHASE_NAMES}
+        cpu_total = 0
+        bodies = self.run_bodies
+
+        def run(name):
+            nonlocal cpu_total
             if synchronize:
-                totals[name] += self.timed(body, name)
+                ns, cpu_ns = self.timed(bodies[name])
+                totals[name] += ns
+                cpu_total += cpu_ns
             else:
-                body()
+                bodies[name](self)
 
         steps = 0
-        self.sync()
+        self.release()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
         start = time.perf_counter_ns()
-        time_into("optimizer_init", self.build_model)
+        run("optimizer_init")
         for epoch in range(1, epochs + 1):
             self.epoch = epoch
-            batches = iter(self.loader)
+            self.batches = iter(self.loader)
             batch_idx = 0
             while True:
-                time_into("data_loading", lambda: setattr(self, "host", next(batches, None)))
+                run("data_loading")
                 if self.host is None:
                     break
-                time_into("copy_to_device", self.copy_batch)
-                time_into("forward", self.forward)
-                time_into("loss", self.compute_loss)
-                time_into("backward", self.backward)
-                time_into("param_update", self.update)
+                run("copy_to_device")
+                run("forward")
+                run("loss")
+                run("backward")
+                run("param_update")
                 self.seen = (batch_idx + 1) * BATCH_SIZE
                 if batch_idx % LOG_INTERVAL == 0:
-                    time_into("progress_print", self.print_progress)
+                    run("progress_print")
                 batch_idx += 1
                 steps += 1
-        self.sync()
-        return totals, steps, time.perf_counter_ns() - start
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        loop_ns = time.perf_counter_ns() - start
+        self.batches = None  # the phases start a new epoch
+        return totals, steps, loop_ns, cpu_total
 
 
 @dataclass(frozen=True)
 class Phase:
     name: str
     label: str  # the published table's row
-    prepare: Callable[[Trainer], None] | None  # untimed
+    prepare: Callable[[Trainer], None] | None  # untimed, after Trainer.release()
     body: Callable[[Trainer], None]  # timed
     product: Callable[[Trainer], dict]
+    continues_itself: bool = False  # its rounds follow one another as training steps do
 
 
-def _zeroed_on_device(t: Trainer):
+# -- products that prove the work (README, "What is measured") ---------------------------------
+
+def _loaded(t: Trainer) -> dict:
+    return product(t.host[0], all_finite([t.host[0]]), batch=t.host_index)
+
+
+def _copied(t: Trainer) -> dict:
+    on_device = t.data.device == t.device and t.target.device == t.device
+    matches = torch.equal(t.data.cpu(), t.host[0]) and torch.equal(t.target.cpu(), t.host[1])
+    return product(t.data, all_finite([t.data]), batch=t.host_index, on_device=on_device, matches_host=matches)
+
+
+def _prepare_forward(t: Trainer):
     t.on_device()
-    t.optimizer.zero_grad()
+    t.rng_before = t.rng_state()
 
 
-def _set_host(t: Trainer):
-    t.host = t.next_batch()
+def _forwarded_product(t: Trainer) -> dict:
+    """The output against the model run again on the same input with the same dropout draws."""
+    after = t.rng_state()
+    t.set_rng_state(t.rng_before)
+    with torch.no_grad():
+        again = t.model(t.data)
+    t.set_rng_state(after)
+    error = (again - t.output.detach()).abs().max().item()
+    return product(t.output, all_finite([t.output]), recompute_error=error)
 
 
-# The one Python place that says what each phase prepares, times and produces (SPEC §2).
-# Its C++ twin is Trainer::make_phases in cpp/phasebench.cpp.
+def _prepare_backward(t: Trainer):
+    t.forwarded()
+    t.zero_before = all(p.grad is None or not bool(p.grad.any()) for p in t.model.parameters())
+
+
+def _backward_product(t: Trainer) -> dict:
+    nonzero = sum(p.grad is not None and bool(p.grad.any()) for p in t.model.parameters())
+    return product(t.model.conv1.weight.grad, all_finite(p.grad for p in t.model.parameters()),
+                   zero_before=t.zero_before, nonzero_grads=nonzero)
+
+
+def _prepare_update(t: Trainer):
+    t.forwarded()
+    t.backward()
+    weight = t.model.conv1.weight
+    momentum = t.optimizer.state.get(weight, {}).get("momentum_buffer")
+    t.update_check = (weight.detach().clone(), weight.grad.clone()) + (() if momentum is None else (momentum.clone(),))
+
+
+def _updated_product(t: Trainer) -> dict:
+    """conv1.weight against SGD with momentum: buf = momentum * buf + grad (grad on the first step),
+    weight -= lr * buf."""
+    before, grad, *momentum = t.update_check
+    buffer = grad if not momentum else momentum[0] * MOMENTUM + grad
+    expected = before.add(buffer, alpha=-LEARNING_RATE)
+    weight = t.model.conv1.weight.detach()
+    return product(weight, all_finite(t.model.parameters()),
+                   update_error=(weight - expected).abs().max().item(), moved=(weight - before).abs().max().item())
+
+
+def _fresh_product(t: Trainer) -> dict:
+    fresh, live = list(t.fresh[0].parameters()), list(t.model.parameters())
+    shared = {p.data_ptr() for p in fresh} & {p.data_ptr() for p in live}
+    distinct = not shared and not all(torch.equal(a, b) for a, b in zip(fresh, live))
+    return product(torch.empty(sum(p.numel() for p in fresh)), all_finite(fresh), distinct=distinct)
+
+
+def _loss_product(t: Trainer, main: torch.Tensor, **checks) -> dict:
+    loss = t.loss.item()
+    return product(main, bool(torch.isfinite(main).all()) and math.isfinite(loss), loss, **checks)
+
+
+# The one Python place that says what each phase prepares, times and produces (README, "What is
+# measured"). Its C++ twin is Trainer::make_phases in cpp/phasebench.cpp.
 PHASES = (
-    Phase("data_loading", "Data Loading", None, _set_host,
-          lambda t: product(t.host[0], all_finite([t.host[0]]))),
-    Phase("copy_to_device", "Copying To Device", _set_host, Trainer.copy_batch,
-          lambda t: product(t.data, all_finite([t.data]))),
-    Phase("optimizer_init", "Optimizer Init", lambda t: setattr(t, "fresh", None), Trainer.fresh_model,
-          lambda t: product(torch.empty(sum(p.numel() for p in t.fresh[0].parameters())),
-                            all_finite(t.fresh[0].parameters()))),
-    Phase("forward", "Model Forward", _zeroed_on_device, Trainer.forward,
-          lambda t: product(t.output, all_finite([t.output]))),
-    Phase("loss", "Loss Calculation", lambda t: (_zeroed_on_device(t), t.forward()), Trainer.compute_loss,
-          lambda t: t.loss_product(t.loss)),
-    Phase("backward", "Backward Pass", lambda t: (t.optimizer.zero_grad(), t.forwarded()), Trainer.backward,
-          lambda t: product(t.model.conv1.weight.grad, all_finite(p.grad for p in t.model.parameters()))),
-    Phase("param_update", "Parameter Update", lambda t: (t.forwarded(), t.backward()), Trainer.update,
-          lambda t: product(t.model.conv1.weight, all_finite(t.model.parameters()))),
+    Phase("data_loading", "Data Loading", None, Trainer.load_batch, _loaded),
+    Phase("copy_to_device", "Copying To Device", Trainer.load_batch, Trainer.copy_batch, _copied),
+    Phase("optimizer_init", "Optimizer Init", None, Trainer.fresh_model, _fresh_product),
+    Phase("forward", "Model Forward", _prepare_forward, Trainer.forward, _forwarded_product),
+    Phase("loss", "Loss Calculation", lambda t: (t.on_device(), t.forward()), Trainer.compute_loss,
+          lambda t: _loss_product(t, t.loss)),
+    Phase("backward", "Backward Pass", _prepare_backward, Trainer.backward, _backward_product),
+    Phase("param_update", "Parameter Update", _prepare_update, Trainer.update, _updated_product),
     Phase("progress_print", "Progress Printing", Trainer.forwarded, Trainer.print_progress,
-          lambda t: t.loss_product(t.loss)),
-    Phase("train_step", "Train Step", None, Trainer.train_step, lambda t: t.loss_product(t.output)),
+          lambda t: _loss_product(t, t.loss)),
+    Phase("train_step", "Train Step", None, Trainer.train_step,
+          lambda t: _loss_product(t, t.output, batch=t.host_index), continues_itself=True),
 )
-# worker_overhead: the timed region with nothing in it. Not a training phase.
+# Not training phases: the empty timed region (the timer floor, worker_overhead), and the C++
+# example's per-step loss.item() (README, "How our trainers differ from pytorch/examples").
 NOOP = Phase("noop", "No-op", None, lambda t: None, lambda t: product(torch.empty(0), True))
+LOSS_ITEM = Phase("loss_item", "loss.item()", Trainer.forwarded, Trainer.read_loss, lambda t: _loss_product(t, t.loss))
+EXTRA_PHASES = (LOSS_ITEM,)
 PHASE_NAMES = tuple(phase.name for phase in PHASES)
-PHASE_BY_NAME = {phase.name: phase for phase in PHASES + (NOOP,)}
+PHASE_BY_NAME = {phase.name: phase for phase in PHASES + EXTRA_PHASES + (NOOP,)}
+# What the training run times under each phase's name.
+RUN_BODIES = {"optimizer_init": Trainer.build_model, "data_loading": Trainer.load_in_epoch,
+              "copy_to_device": Trainer.copy_batch, "forward": Trainer.forward, "loss": Trainer.compute_loss,
+              "backward": Trainer.backward, "param_update": Trainer.update, "progress_print": Trainer.print_progress}

@@ -1,4 +1,4 @@
-"""GPU and CPU utilization of a worker while a benchmark runs (SPEC §4, §5).
+"""GPU and CPU utilization of a worker while a benchmark runs (README, "Utilization").
 
 The samplers run in the pytest process, never in the worker, and only read counters the kernel and
 the driver keep anyway, so they take no time from the phases, which are timed inside the worker.
@@ -289,9 +289,9 @@ class Monitor:
         if gpu:
             gpu.start()
         try:
-            cpu = CpuWindow(worker.pid)
+            cpu = CpuWindow(worker.pid) if worker.pid else None  # no pid: several workers, none the case's own
             yield
-            cpu_result = cpu.stop()
+            cpu_result = cpu.stop() if cpu else None
         finally:
             gpu_result = gpu.stop() if gpu else None  # the thread stops even when the block fails
         benchmark.extra_info.update(gpu=gpu_result, cpu=cpu_result)

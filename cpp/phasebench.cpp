@@ -1,8 +1,9 @@
-// phasebench.cpp: the pytorch/examples C++ MNIST program, cut into the timed phases of
-// SPEC §2, behind the C ABI of phasebench.h. It reads like examples/cpp/mnist/mnist.cpp:
+// phasebench.cpp: the pytorch/examples C++ MNIST program, cut into the timed phases (README,
+// "What is measured"), behind the C ABI of phasebench.h. It reads like examples/cpp/mnist/mnist.cpp:
 // the same Net, the same loader, the same optimizer and log line.
 #include "phasebench.h"
 
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cerrno>
 #include <cmath>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -117,7 +119,7 @@ torch::data::datasets::MNIST load_mnist(const std::string& root, bool train) {
   return torch::data::datasets::MNIST(root, train ? Mode::kTrain : Mode::kTest);
 }
 
-// The idiomatic LibTorch loader (SPEC §1): Normalize, Stack, sequential batches of 64.
+// The idiomatic LibTorch loader (README, "How our trainers differ from pytorch/examples"): Normalize, Stack, sequential batches of 64.
 auto make_loader(const torch::data::datasets::MNIST& mnist) {
   return torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
       torch::data::datasets::MNIST(mnist)
@@ -130,21 +132,53 @@ using Batch = torch::data::Example<>;
 
 struct Phase {
   std::string name;
-  std::function<void()> prepare;  // untimed
+  std::function<void()> prepare;  // untimed, after Trainer::release()
   std::function<void()> body;     // timed
   std::function<pb_result()> result;
+  bool continues_itself = false;  // its rounds follow one another as training steps do
 };
+
+struct Timing {
+  int64_t ns;
+  int64_t cpu_ns;
+};
+
+int64_t process_cpu_ns() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return int64_t(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
+// Spin, not sleep: a test slowdown must compete for the CPU as real work does.
+void busy_wait(int64_t ns) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+
+// A reference that does not keep a tensor, nor its memory, alive.
+struct WeakTensor {
+  c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> impl;
+  std::optional<c10::weak_intrusive_ptr<c10::StorageImpl>> storage;
+  explicit WeakTensor(const torch::Tensor& t) : impl(t.getIntrusivePtr()) {
+    if (t.has_storage()) storage.emplace(t.storage().getWeakStorageImpl());
+  }
+  bool alive() const { return !impl.expired() || (storage && !storage->expired()); }
+};
+
+constexpr double kLearningRate = 0.01, kMomentum = 0.5;
+constexpr int kFloorRounds = 2000;  // empty-phase rounds whose median is the timer floor
 
 class Trainer {
  public:
   explicit Trainer(const pb_options& options)
       : options_(options),
         device_(options.device ? options.device : "cpu"),
-        slow_phase_(options.slow_phase ? options.slow_phase : ""),
         mnist_(load_mnist(options.data_root ? options.data_root : "", /*train=*/true)),
         loader_(make_loader(mnist_)) {
     if (device_.is_cuda() && !torch::cuda::is_available())
       throw std::runtime_error("device " + device_.str() + " requested but CUDA is not available");
+    if (device_.is_cuda() && !device_.has_index()) device_ = torch::Device(torch::kCUDA, 0);
     if (options.threads > 0) torch::set_num_threads(options.threads);
     torch::manual_seed(options.seed);
     if (options.log_path) {
@@ -154,6 +188,9 @@ class Trainer {
     dataset_size_ = mnist_.size().value();
     build_model();
     phases_ = make_phases();
+    const std::string slow_phase = options.slow_phase ? options.slow_phase : "";
+    for (auto& phase : phases_)
+      if (phase.name == slow_phase) phase.body = slowed(phase.body);
   }
   ~Trainer() {
     if (log_) std::fclose(log_);
@@ -161,15 +198,40 @@ class Trainer {
 
   const std::vector<Phase>& phases() const { return phases_; }
 
-  int64_t run_phase(const std::string& name, pb_result* result) {
+  // Prepares the phase untimed, then times its body; the product says what it did.
+  Timing run_phase(const std::string& name, pb_result* result) {
     for (const auto& phase : phases_) {
       if (phase.name != name) continue;
+      // A training step frees the previous step's tensors itself, as in any training loop.
+      const bool continuing = phase.continues_itself && last_phase_ == name;
+      std::vector<WeakTensor> earlier;
+      if (!continuing) {
+        earlier = held();
+        release();
+      }
       if (phase.prepare) phase.prepare();
-      const int64_t ns = timed(phase.body, name);
-      if (result) *result = phase.result();
-      return ns;
+      const int32_t leftovers = continuing ? -1 : static_cast<int32_t>(std::count_if(
+          earlier.begin(), earlier.end(), [](const WeakTensor& w) { return w.alive(); }));
+      earlier.clear();
+      const Timing timing = timed(phase.body);
+      last_phase_ = name;
+      if (result) {
+        *result = phase.result();
+        result->leftovers = leftovers;
+        result->cpu_ns = timing.cpu_ns;
+      }
+      return timing;
     }
     throw std::invalid_argument("unknown phase '" + name + "'");
+  }
+
+  // The median time of the empty phase: what the clock itself costs here.
+  int64_t timer_floor() {
+    const std::function<void()> noop = [] {};
+    std::vector<int64_t> times(kFloorRounds);
+    for (auto& t : times) t = timed(noop).ns;
+    std::nth_element(times.begin(), times.begin() + kFloorRounds / 2, times.end());
+    return times[kFloorRounds / 2];
   }
 
   std::vector<torch::Tensor> parameters() { return model_->parameters(); }
@@ -197,7 +259,7 @@ class Trainer {
 
   // One training step, without its log line.
   void step() {
-    host_ = next_batch();
+    load_batch();
     copy_batch();
     forward();
     compute_loss();
@@ -224,42 +286,68 @@ class Trainer {
     return {100.0 * correct / n, loss_sum / n};
   }
 
-  // The published run: each phase's total, or with synchronize == 0 only the whole loop.
-  int64_t train(int32_t epochs, bool synchronize, std::vector<int64_t>& phase_ns, int64_t& steps) {
+  // The published run: each phase's total, or with synchronize == 0 only the whole loop. The frees
+  // that fall inside a phase's clock stay there, as in the published program.
+  int64_t train(int32_t epochs, bool synchronize, std::vector<int64_t>& phase_ns, int64_t& steps,
+                int64_t& cpu_ns) {
     auto index_of = [&](const char* name) {
       for (size_t i = 0; i < phases_.size(); ++i)
         if (phases_[i].name == name) return i;
       throw std::logic_error(std::string("no phase ") + name);
     };
-    auto time_into = [&](const char* name, const std::function<void()>& body) {
-      if (synchronize)
-        phase_ns[index_of(name)] += timed(body, name);
-      else
-        body();
+    const std::string slow_phase = options_.slow_phase ? options_.slow_phase : "";
+    // Each phase's body and where its total goes, made once: nothing but the step in the loop.
+    struct RunPhase {
+      size_t index;
+      std::function<void()> body;
     };
+    auto phase = [&](const char* name, std::function<void()> body) {
+      return RunPhase{index_of(name), name == slow_phase ? slowed(std::move(body)) : std::move(body)};
+    };
+    auto run = [&](const RunPhase& p) {
+      if (synchronize) {
+        const Timing timing = timed(p.body);
+        phase_ns[p.index] += timing.ns;
+        cpu_ns += timing.cpu_ns;
+      } else {
+        p.body();
+      }
+    };
+    bool more = true;
+    std::optional<torch::data::Iterator<Batch>> it;
+    const RunPhase build = phase("optimizer_init", [&] { build_model(); }),
+                   load = phase("data_loading",
+                                [&] {
+                                  more = *it != loader_->end();
+                                  if (more) {
+                                    host_ = **it;
+                                    ++*it;
+                                  }
+                                }),
+                   copy = phase("copy_to_device", [&] { copy_batch(); }),
+                   forward_pass = phase("forward", [&] { forward(); }),
+                   loss = phase("loss", [&] { compute_loss(); }),
+                   backward_pass = phase("backward", [&] { backward(); }),
+                   param_update = phase("param_update", [&] { update(); }),
+                   progress = phase("progress_print", [&] { print_progress(); });
+    release();
+    batches_.reset();  // the phases start a new epoch afterwards
     sync();
     const auto start = std::chrono::steady_clock::now();
-    time_into("optimizer_init", [&] { build_model(); });
+    run(build);
     for (int32_t epoch = 1; epoch <= epochs; ++epoch) {
       epoch_ = epoch;
-      auto it = loader_->begin();
-      bool more = true;
+      it.emplace(loader_->begin());
       for (int64_t batch_idx = 0;; ++batch_idx) {
-        time_into("data_loading", [&] {
-          more = it != loader_->end();
-          if (more) {
-            host_ = *it;
-            ++it;
-          }
-        });
+        run(load);
         if (!more) break;
-        time_into("copy_to_device", [&] { copy_batch(); });
-        time_into("forward", [&] { forward(); });
-        time_into("loss", [&] { compute_loss(); });
-        time_into("backward", [&] { backward(); });
-        time_into("param_update", [&] { update(); });
+        run(copy);
+        run(forward_pass);
+        run(loss);
+        run(backward_pass);
+        run(param_update);
         seen_ = (batch_idx + 1) * kBatchSize;
-        if (batch_idx % kLogInterval == 0) time_into("progress_print", [&] { print_progress(); });
+        if (batch_idx % kLogInterval == 0) run(progress);
         ++steps;
       }
     }
@@ -269,39 +357,60 @@ class Trainer {
   }
 
  private:
-  void sync() {
-    if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
+  // The cheapest correct synchronization LibTorch offers: torch::cuda::synchronize() adds
+  // availability and device-count checks to this call.
+  void sync() const {
+    if (device_.is_cuda()) at::detail::getCUDAHooks().deviceSynchronize(device_.index());
   }
 
-  // SPEC §3: synchronize, clock, body, synchronize, clock.
-  int64_t timed(const std::function<void()>& body, const std::string& name) {
-    sync();
+  // Synchronize, clock, body, synchronize, clock (README, "What is measured"); on cpu nothing but
+  // the body between the two clock reads. The process CPU time is read just outside them.
+  Timing timed(const std::function<void()>& body) const {
+    if (device_.is_cuda()) {
+      sync();
+      const int64_t cpu_start = process_cpu_ns();
+      const auto start = std::chrono::steady_clock::now();
+      body();
+      sync();
+      const auto end = std::chrono::steady_clock::now();
+      return {std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count(),
+              process_cpu_ns() - cpu_start};
+    }
+    const int64_t cpu_start = process_cpu_ns();
     const auto start = std::chrono::steady_clock::now();
     body();
-    if (name == slow_phase_) std::this_thread::sleep_for(std::chrono::nanoseconds(options_.slow_ns));
-    sync();
     const auto end = std::chrono::steady_clock::now();
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count();
+    return {std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count(),
+            process_cpu_ns() - cpu_start};
+  }
+
+  std::function<void()> slowed(std::function<void()> body) const {
+    const int64_t ns = options_.slow_ns;
+    return [body = std::move(body), ns] {
+      body();
+      busy_wait(ns);
+    };
   }
 
   void build_model() {
     model_ = std::make_shared<Net>(options_.dropout);
     model_->to(device_);
     optimizer_ = std::make_unique<torch::optim::SGD>(
-        model_->parameters(), torch::optim::SGDOptions(0.01).momentum(0.5));
+        model_->parameters(), torch::optim::SGDOptions(kLearningRate).momentum(kMomentum));
   }
 
   // The next batch, starting a new epoch when the last one ends.
-  Batch next_batch() {
+  void load_batch() {
     if (!batches_ || *batches_ == loader_->end()) {
       batches_.emplace(loader_->begin());
       ++epoch_;
       seen_ = 0;
+      host_index_ = -1;
     }
-    Batch batch = **batches_;
+    host_ = **batches_;
     ++*batches_;
-    seen_ += batch.data.size(0);
-    return batch;
+    seen_ += host_.data.size(0);
+    ++host_index_;
   }
 
   void copy_batch() {
@@ -319,16 +428,55 @@ class Trainer {
     std::fprintf(log_ ? log_ : stdout, "Train Epoch: %d [%5ld/%5ld]\tLoss: %.4f\n", epoch_,
                  static_cast<long>(seen_), static_cast<long>(dataset_size_), loss_.item<float>());
   }
+  void on_device() {
+    load_batch();
+    copy_batch();
+  }
+  void forwarded() {
+    on_device();
+    forward();
+    compute_loss();
+  }
+
+  // Every tensor a round leaves in the trainer's state, model weights and optimizer state aside.
+  std::vector<WeakTensor> held() {
+    std::vector<torch::Tensor> tensors = {host_.data, host_.target, data_, target_, output_, loss_,
+                                          check_weight_, check_grad_, check_momentum_};
+    for (const auto& p : model_->parameters()) tensors.push_back(p.grad());
+    if (fresh_model_)
+      for (const auto& p : fresh_model_->parameters()) tensors.push_back(p);
+    std::vector<WeakTensor> weak;
+    for (const auto& t : tensors)
+      if (t.defined()) weak.emplace_back(t);
+    return weak;
+  }
+
+  // Frees what earlier rounds left (batches, outputs, losses with their graphs, gradients), so
+  // that no timed body frees it (README, "What is measured").
+  void release() {
+    host_ = Batch();
+    data_ = target_ = output_ = loss_ = torch::Tensor();
+    check_weight_ = check_grad_ = check_momentum_ = rng_before_ = torch::Tensor();
+    fresh_optimizer_.reset();
+    fresh_model_.reset();
+    optimizer_->zero_grad();  // set_to_none, as Python's
+  }
+
+  at::Generator generator() const { return at::globalContext().defaultGenerator(device_); }
 
   static bool finite(const torch::Tensor& t) { return t.defined() && torch::isfinite(t).all().item<bool>(); }
 
-  // A phase's product, for plain tests to check: its shape, whether it is finite, its loss.
+  // A phase's product, for plain tests to check: its shape, whether it is finite, its loss; the
+  // checks that prove the work are filled in by the phase (-1 or NaN where it has none).
   static pb_result product(const torch::Tensor& main, bool all_finite, double loss = std::nan("")) {
     pb_result r{};
     r.loss = loss;
     r.finite = all_finite;
     r.ndim = static_cast<int32_t>(std::min<int64_t>(main.dim(), 4));
     for (int32_t d = 0; d < r.ndim; ++d) r.shape[d] = main.size(d);
+    r.batch_index = -1;
+    r.leftovers = r.on_device = r.matches_host = r.nonzero_grads = r.zero_before = r.distinct = -1;
+    r.recompute_error = r.update_error = r.moved = std::nan("");
     return r;
   }
   pb_result loss_product(const torch::Tensor& main) {
@@ -345,59 +493,139 @@ class Trainer {
     for (const auto& p : model_->parameters()) out.push_back(p.grad());
     return out;
   }
+  static double max_abs(const torch::Tensor& t) { return t.abs().max().item<double>(); }
 
-  // The one place that says what each phase prepares (untimed), times, and produces (SPEC §2).
-  // The Python twin is bench/trainer.py's PHASES.
+  // -- products that prove the work (README, "What is measured"); bench/trainer.py has the same ----
+  pb_result loaded() {
+    auto r = product(host_.data, finite(host_.data));
+    r.batch_index = host_index_;
+    return r;
+  }
+  pb_result copied() {
+    auto r = product(data_, finite(data_));
+    r.batch_index = host_index_;
+    r.on_device = data_.device() == device_ && target_.device() == device_;
+    r.matches_host = torch::equal(data_.cpu(), host_.data) && torch::equal(target_.cpu(), host_.target);
+    return r;
+  }
+  // The output against the model run again on the same input with the same dropout draws.
+  pb_result forwarded_product() {
+    auto gen = generator();
+    auto swap_state = [&gen](const torch::Tensor& state) {
+      std::lock_guard<std::mutex> lock(gen.mutex());  // not held across the forward: dropout takes it
+      auto previous = gen.get_state();
+      gen.set_state(state);
+      return previous;
+    };
+    const auto after = swap_state(rng_before_);
+    torch::Tensor again;
+    {
+      torch::NoGradGuard no_grad;
+      again = model_->forward(data_);
+    }
+    swap_state(after);
+    auto r = product(output_, finite(output_));
+    r.recompute_error = max_abs(again - output_.detach());
+    return r;
+  }
+  pb_result backward_product() {
+    auto r = product(model_->conv1->weight.grad(), all_finite(grads()));
+    r.zero_before = zero_before_;
+    r.nonzero_grads = 0;
+    for (const auto& g : grads()) r.nonzero_grads += g.defined() && g.ne(0).any().item<bool>();
+    return r;
+  }
+  void capture_update() {
+    const auto& weight = model_->conv1->weight;
+    check_weight_ = weight.detach().clone();
+    check_grad_ = weight.grad().clone();
+    auto& state = optimizer_->state();
+    const auto found = state.find(weight.unsafeGetTensorImpl());
+    check_momentum_ = found == state.end()
+        ? torch::Tensor()
+        : static_cast<torch::optim::SGDParamState&>(*found->second).momentum_buffer().clone();
+  }
+  // conv1.weight against SGD with momentum: buf = momentum * buf + grad (grad on the first step),
+  // weight -= lr * buf.
+  pb_result updated_product() {
+    const auto buffer = check_momentum_.defined() ? check_momentum_ * kMomentum + check_grad_ : check_grad_;
+    const auto expected = check_weight_.add(buffer, -kLearningRate);
+    const auto weight = model_->conv1->weight.detach();
+    auto r = product(weight, all_finite(model_->parameters()));
+    r.update_error = max_abs(weight - expected);
+    r.moved = max_abs(weight - check_weight_);
+    return r;
+  }
+  pb_result fresh_product() {
+    int64_t n = 0;
+    bool shared = false, identical = true;
+    const auto fresh = fresh_model_->parameters(), live = model_->parameters();
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      n += fresh[i].numel();
+      for (const auto& p : live) shared = shared || p.data_ptr() == fresh[i].data_ptr();
+      identical = identical && torch::equal(fresh[i], live[i]);
+    }
+    auto r = product(torch::empty({n}), all_finite(fresh));
+    r.distinct = !shared && !identical;
+    return r;
+  }
+
+  // The one place that says what each phase prepares (untimed), times, and produces (README,
+  // "What is measured"). The Python twin is bench/trainer.py's PHASES.
   std::vector<Phase> make_phases() {
-    auto on_device = [this] {
-      host_ = next_batch();
-      copy_batch();
-    };
-    auto forwarded = [this, on_device] {
-      on_device();
-      forward();
-      compute_loss();
-    };
     return {
-        {"data_loading", nullptr, [this] { host_ = next_batch(); },
-         [this] { return product(host_.data, finite(host_.data)); }},
-        {"copy_to_device", [this] { host_ = next_batch(); }, [this] { copy_batch(); },
-         [this] { return product(data_, finite(data_)); }},
-        {"optimizer_init", [this] { fresh_model_.reset(); fresh_optimizer_.reset(); },
+        {"data_loading", nullptr, [this] { load_batch(); }, [this] { return loaded(); }},
+        {"copy_to_device", [this] { load_batch(); }, [this] { copy_batch(); }, [this] { return copied(); }},
+        {"optimizer_init", nullptr,
          [this] {
            fresh_model_ = std::make_shared<Net>(options_.dropout);
            fresh_model_->to(device_);
            fresh_optimizer_ = std::make_unique<torch::optim::SGD>(
-               fresh_model_->parameters(), torch::optim::SGDOptions(0.01).momentum(0.5));
+               fresh_model_->parameters(), torch::optim::SGDOptions(kLearningRate).momentum(kMomentum));
          },
+         [this] { return fresh_product(); }},
+        {"forward",
          [this] {
-           int64_t n = 0;
-           for (const auto& p : fresh_model_->parameters()) n += p.numel();
-           return product(torch::empty({n}), all_finite(fresh_model_->parameters()));
-         }},
-        {"forward", [this, on_device] { on_device(); optimizer_->zero_grad(); }, [this] { forward(); },
-         [this] { return product(output_, finite(output_)); }},
-        {"loss", [this, on_device] { on_device(); optimizer_->zero_grad(); forward(); },
-         [this] { compute_loss(); }, [this] { return loss_product(loss_); }},
-        {"backward", [this, forwarded] { optimizer_->zero_grad(); forwarded(); }, [this] { backward(); },
-         [this] { return product(model_->conv1->weight.grad(), all_finite(grads())); }},
-        {"param_update", [this, forwarded] { forwarded(); backward(); }, [this] { update(); },
-         [this] { return product(model_->conv1->weight, all_finite(model_->parameters())); }},
-        {"progress_print", forwarded, [this] { print_progress(); }, [this] { return loss_product(loss_); }},
+           on_device();
+           auto gen = generator();
+           std::lock_guard<std::mutex> lock(gen.mutex());
+           rng_before_ = gen.get_state();
+         },
+         [this] { forward(); }, [this] { return forwarded_product(); }},
+        {"loss", [this] { on_device(); forward(); }, [this] { compute_loss(); },
+         [this] { return loss_product(loss_); }},
+        {"backward",
+         [this] {
+           forwarded();
+           zero_before_ = 1;
+           for (const auto& g : grads()) zero_before_ &= !g.defined() || !g.ne(0).any().item<bool>();
+         },
+         [this] { backward(); }, [this] { return backward_product(); }},
+        {"param_update", [this] { forwarded(); backward(); capture_update(); }, [this] { update(); },
+         [this] { return updated_product(); }},
+        {"progress_print", [this] { forwarded(); }, [this] { print_progress(); },
+         [this] { return loss_product(loss_); }},
         {"train_step", nullptr,
          [this] {
            step();
            if (++steps_ % kLogInterval == 0) print_progress();
          },
-         [this] { return loss_product(output_); }},
-        // worker_overhead: the timed region with nothing in it. Not a training phase.
+         [this] {
+           auto r = loss_product(output_);
+           r.batch_index = host_index_;
+           return r;
+         },
+         /*continues_itself=*/true},
+        // Not training phases: the C++ example's per-step loss.item() (README, "How our trainers
+        // differ from pytorch/examples"), and the empty timed region (timer floor, worker_overhead).
+        {"loss_item", [this] { forwarded(); }, [this] { (void)loss_.item<double>(); },
+         [this] { return loss_product(loss_); }},
         {"noop", nullptr, [] {}, [] { return product(torch::empty({0}), true); }},
     };
   }
 
   pb_options options_;
   torch::Device device_;
-  std::string slow_phase_;
   torch::data::datasets::MNIST mnist_;
   std::optional<torch::data::datasets::MNIST> test_;
   Loader loader_;
@@ -405,11 +633,14 @@ class Trainer {
   std::shared_ptr<Net> model_, fresh_model_;
   std::unique_ptr<torch::optim::SGD> optimizer_, fresh_optimizer_;
   std::vector<Phase> phases_;
+  std::string last_phase_;
   Batch host_;
   torch::Tensor data_, target_, output_, loss_;
+  torch::Tensor check_weight_, check_grad_, check_momentum_, rng_before_;  // for the products
+  int32_t zero_before_ = -1;
   FILE* log_ = nullptr;
   int32_t epoch_ = 0;
-  int64_t seen_ = 0, steps_ = 0, dataset_size_ = 0;
+  int64_t seen_ = 0, steps_ = 0, dataset_size_ = 0, host_index_ = -1;
 };
 
 }  // namespace
@@ -494,8 +725,8 @@ int pb_destroy(pb_session* session) {
 }
 
 namespace {
-// The phases pb_phase_names lists: all but worker_overhead's empty one.
-bool listed(const Phase& phase) { return phase.name != "noop"; }
+// The phases pb_phase_names lists: the training phases, not noop and loss_item.
+bool listed(const Phase& phase) { return phase.name != "noop" && phase.name != "loss_item"; }
 }  // namespace
 
 int pb_phase_names(pb_session* session, char* buffer, int64_t capacity) {
@@ -520,7 +751,15 @@ int pb_run_phase(pb_session* session, const char* phase, int64_t* duration_ns, p
     auto& trainer = trainer_of(session);
     require(phase, "phase name");
     require(duration_ns, "duration output");
-    *duration_ns = trainer.run_phase(phase, result);
+    *duration_ns = trainer.run_phase(phase, result).ns;
+  });
+}
+
+int pb_timer_floor(pb_session* session, int64_t* duration_ns) {
+  return guarded([&] {
+    auto& trainer = trainer_of(session);
+    require(duration_ns, "duration output");
+    *duration_ns = trainer.timer_floor();
   });
 }
 
@@ -622,20 +861,21 @@ int pb_evaluate(pb_session* session, double* accuracy, double* mean_loss) {
 }
 
 int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t* phase_ns,
-             int64_t phase_capacity, int64_t* steps, int64_t* loop_ns) {
+             int64_t phase_capacity, int64_t* steps, int64_t* loop_ns, int64_t* cpu_ns) {
   return guarded([&] {
     auto& trainer = trainer_of(session);
     require(phase_ns, "phase time buffer");
     require(steps, "step count output");
     require(loop_ns, "loop time output");
+    require(cpu_ns, "CPU time output");
     const auto& phases = trainer.phases();
     const auto n = std::count_if(phases.begin(), phases.end(), listed);
     if (phase_capacity < n)
       throw std::length_error("phase time buffer of " + std::to_string(phase_capacity) + ", " +
                               std::to_string(n) + " needed");
     std::vector<int64_t> totals(phases.size(), 0);
-    *steps = 0;
-    *loop_ns = trainer.train(epochs, synchronize != 0, totals, *steps);
+    *steps = *cpu_ns = 0;
+    *loop_ns = trainer.train(epochs, synchronize != 0, totals, *steps, *cpu_ns);
     for (size_t i = 0; i < phases.size(); ++i)  // phase_ns follows pb_phase_names
       if (listed(phases[i])) *phase_ns++ = totals[i];
   });

@@ -24,16 +24,28 @@ typedef struct {
     int32_t threads;        /* intra-op threads; 0 keeps LibTorch's default */
     int64_t seed;           /* torch::manual_seed */
     double dropout;         /* 0.5 as published; 0 turns both dropouts off (equivalence tests) */
-    const char* slow_phase; /* test-only: this phase sleeps slow_ns inside its timed body */
+    const char* slow_phase; /* test-only: this phase busy-waits slow_ns inside its timed body */
     int64_t slow_ns;
 } pb_options;
 
-/* What a phase produced, so that a plain test can check it did real work. */
+/* What a phase produced, so that a plain test can check it did real work. The checks are -1
+ * (integers) or NaN (doubles) where a phase has none (README, "What is measured"). */
 typedef struct {
-    double loss;       /* the loss this phase computed or read; NaN when it has none */
-    int64_t shape[4];  /* shape of the phase's main tensor (see phase_result in the .cpp) */
+    double loss;             /* the loss this phase computed or read; NaN when it has none */
+    int64_t shape[4];        /* shape of the phase's main tensor (see make_phases in the .cpp) */
     int32_t ndim;
-    int32_t finite;    /* 1 when every value checked is finite */
+    int32_t finite;          /* 1 when every value checked is finite */
+    int64_t batch_index;     /* data_loading, copy_to_device, train_step: the batch's index in its epoch */
+    int64_t cpu_ns;          /* the process's CPU time across the timed body */
+    int32_t leftovers;       /* tensors earlier rounds left that were alive when the clock started */
+    int32_t on_device;       /* copy_to_device: data and target are on the requested device */
+    int32_t matches_host;    /* copy_to_device: and equal to the host batch */
+    int32_t nonzero_grads;   /* backward: parameters with a non-zero gradient */
+    int32_t zero_before;     /* backward: every gradient was unset or zero when the clock started */
+    int32_t distinct;        /* optimizer_init: new parameters, sharing neither memory nor values */
+    double recompute_error;  /* forward: max |output - the model run again with the same draws| */
+    double update_error;     /* param_update: max |w - (w0 - lr * buf)| of conv1.weight */
+    double moved;            /* param_update: max |w - w0| of conv1.weight */
 } pb_result;
 
 const char* pb_last_error(void);
@@ -47,8 +59,12 @@ int pb_phase_names(pb_session* session, char* buffer, int64_t capacity);
 /* The intra-op thread count in effect (at::get_num_threads), to check it matches Python's. */
 int pb_threads(pb_session* session, int32_t* threads);
 
-/* Prepare the phase untimed, then time its body: synchronize, clock, body, synchronize, clock. */
+/* Release what earlier rounds left, prepare the phase untimed, then time its body: synchronize,
+ * clock, body, synchronize, clock. Also "loss_item" and "noop", which are not training phases. */
 int pb_run_phase(pb_session* session, const char* phase, int64_t* duration_ns, pb_result* result);
+
+/* The median time of the empty phase in this session: what the clock itself costs. */
+int pb_timer_floor(pb_session* session, int64_t* duration_ns);
 
 /* Parameters as one flat float32 buffer, in named_parameters() order. */
 int pb_param_count(pb_session* session, int64_t* count);
@@ -68,10 +84,11 @@ int pb_train_steps(pb_session* session, int64_t steps, double* losses);
 int pb_evaluate(pb_session* session, double* accuracy, double* mean_loss);
 
 /* The published run: optimizer init, then `epochs` epochs. With synchronize != 0 each phase
- * is timed as in pb_run_phase and phase_ns[i] totals phase i of pb_phase_names (train_step
- * stays 0); with 0 no phase is timed and only the whole loop is. */
+ * is timed as in pb_run_phase, phase_ns[i] totals phase i of pb_phase_names (train_step
+ * stays 0) and cpu_ns the process CPU time across the timed bodies; with 0 no phase is timed
+ * and only the whole loop is. */
 int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t* phase_ns,
-             int64_t phase_capacity, int64_t* steps, int64_t* loop_ns);
+             int64_t phase_capacity, int64_t* steps, int64_t* loop_ns, int64_t* cpu_ns);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,31 @@
+"""What one difference from pytorch/examples costs (README, "How our trainers differ from pytorch/examples"):
+the C++ example reads loss.item() after every step, to check it for NaN; ours, like the published
+Python program, reads it only for the log line. The read is timed as a phase of its own, in both
+languages, so the README can say what leaving it out saves per step (on cuda it is a synchronization)."""
+
+import pytest
+
+from bench.client import worker_clock
+from bench.trainer import LOSS_ITEM
+from conftest import DEVICES, IMPLEMENTATIONS
+
+pytestmark = pytest.mark.benchmark(timer=worker_clock)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_loss_item(benchmark, worker_for, settings, impl, device):
+    worker = worker_for(impl, device)
+    losses = []
+
+    def one_round():
+        ns, _, product = worker.run_phase(LOSS_ITEM.name)
+        worker_clock.advance(ns)
+        losses.append(product["loss"])
+
+    benchmark.group = LOSS_ITEM.name
+    benchmark.extra_info.update(implementation=impl, device=device, phase=LOSS_ITEM.name, rounds=settings.rounds,
+                                warmup_rounds=settings.warmup_rounds, threads=settings.threads,
+                                timer_floor_s=worker.timer_floor_ns / 1e9)
+    benchmark.pedantic(one_round, rounds=settings.rounds, warmup_rounds=settings.warmup_rounds, iterations=1)
+    assert losses and all(loss is not None and 0 < loss < 10 for loss in losses), f"losses read: {losses[:5]}"
