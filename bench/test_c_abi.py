@@ -1,9 +1,11 @@
 """The C ABI (cpp/phasebench.h) never crashes its caller (README, "Faults and bad input").
 
 A null, made-up or destroyed handle, an unknown phase, a wrong buffer length and bad options each
-give PB_ERROR and a message, and the session still works afterwards. The calls go through ctypes,
-as the C++ worker makes them, in a child process (this file run as a script): a crash there fails
-these tests with its signal instead of taking the suite down. The other tests check that every
+give PB_ERROR and a message, and the session still works afterwards. The destroyed handle is probed
+while a newer session lives where it lived (in its slot; with plain pointers, most likely at its
+address): a stale handle must be refused even then, and must not reach the newer session. The calls
+go through ctypes, as the C++ worker makes them, in a child process (this file run as a script): a
+crash there fails these tests with its signal instead of taking the suite down. The other tests check that every
 function of the header is bound, probed and wrapped in guarded(), and that the library builds
 without warnings under -Wall -Wextra.
 """
@@ -64,6 +66,7 @@ class Context:
     lib: ctypes.CDLL
     live: ctypes.c_void_p  # a working session
     dead: ctypes.c_void_p  # a destroyed one
+    newer: ctypes.c_void_p  # the session made right after `dead` was destroyed, in its place
     raw_dir: str  # the suite's data
 
 
@@ -73,12 +76,16 @@ def _probes() -> dict:
     for name in SESSION_FUNCTIONS:
         probes[f"{name}-null-handle"] = (lambda c, name=name: _call_with_nulls(c.lib, name, None),
                                          "null session handle")
+    # pb_destroy last: a stale handle that reached the newer session would destroy it.
+    for name in sorted(SESSION_FUNCTIONS, key=lambda name: name == "pb_destroy"):
         probes[f"{name}-destroyed-handle"] = (lambda c, name=name: _call_with_nulls(c.lib, name, c.dead),
                                               "unknown or destroyed session handle")
     floats = ctypes.c_float * (PARAM_COUNT + 1)
     probes |= {
         "made-up-handle": (lambda c: _run_phase(c.lib, ctypes.c_void_p(0xDEADBEEF), b"forward"),
                            "unknown or destroyed session handle"),
+        "made-up-handle-near-a-live-one": (lambda c: _run_phase(c.lib, ctypes.c_void_p(c.live.value + (1 << 32)),
+                                                                b"forward"), "unknown or destroyed session handle"),
         "create-null-options": (lambda c: _create(c.lib, None), "null options"),
         "create-null-output": (lambda c: _create(c.lib, _options(c.raw_dir), out=False), "null output handle"),
         "create-null-data-root": (lambda c: _create(c.lib, _options(None)), "null data_root"),
@@ -102,8 +109,9 @@ def _probes() -> dict:
         "batch-short-buffer": (lambda c: _get_batch(c.lib, c.live, 0, 10), "batch of 64 images, room for 10"),
         "batch-past-the-epoch": (lambda c: _get_batch(c.lib, c.live, EPOCH_BATCHES, 64),
                                  f"batch {EPOCH_BATCHES} of an epoch of {EPOCH_BATCHES} batches"),
-        # After all of the above, the session still trains.
+        # After all of the above (pb_destroy with the stale handle among them), both sessions still train.
         "session-still-works": (lambda c: _run_phase(c.lib, c.live, b"train_step"), None),
+        "newer-session-still-works": (lambda c: _run_phase(c.lib, c.newer, b"train_step"), None),
     }
     return probes
 
@@ -116,13 +124,16 @@ def run_probes(library: str, root: str) -> None:
     lib = cpp_lib.load(library)
     live = cpp_lib.CppTrainer(lib, root)
     destroyed = cpp_lib.CppTrainer(lib, root)  # made while `live` lives, so it cannot have live's address
-    context = Context(lib, live.handle, ctypes.c_void_p(destroyed.handle.value), f"{root}/MNIST/raw")
+    dead = ctypes.c_void_p(destroyed.handle.value)
     destroyed.close()
+    newer = cpp_lib.CppTrainer(lib, root)  # takes what `destroyed` freed
+    context = Context(lib, live.handle, dead, newer.handle, f"{root}/MNIST/raw")
     for name, (probe, _) in PROBES.items():
         print(json.dumps({"probe": name}), flush=True)
         status = probe(context)
         print(json.dumps({"probe": name, "status": status, "message": lib.pb_last_error().decode()}), flush=True)
     live.close()
+    newer.close()
 
 
 @pytest.fixture(scope="module")

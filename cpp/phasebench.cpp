@@ -654,8 +654,34 @@ struct pb_session {
 namespace {
 
 thread_local std::string last_error;
+
+// A handle is a token, never a pointer: (generation << 32) | (slot << 1) | 1. Every pb_create takes a
+// new generation, so the handle of a destroyed session is refused even when a newer session lives in
+// its slot (a freed address, by contrast, is soon handed out again).
+struct Slot {
+  std::unique_ptr<pb_session> session;
+  uint32_t generation = 0;
+};
 std::mutex live_mutex;
-std::set<const pb_session*> live_sessions;  // so that a destroyed handle is refused, not used
+std::vector<Slot> live_sessions;  // guarded by live_mutex
+uint32_t last_generation = 0;
+
+constexpr uint64_t kSlotLimit = uint64_t(1) << 31;
+
+pb_session* handle_of(size_t slot, uint32_t generation) {
+  return reinterpret_cast<pb_session*>((uint64_t(generation) << 32) | (uint64_t(slot) << 1) | 1);
+}
+
+// The slot a handle names, or throws; call with live_mutex held.
+Slot& slot_of(const pb_session* handle) {
+  if (!handle) throw std::invalid_argument("null session handle");
+  const auto token = reinterpret_cast<uint64_t>(handle);
+  const uint64_t slot = (token & 0xFFFFFFFFu) >> 1;
+  if (!(token & 1) || slot >= live_sessions.size() || !live_sessions[slot].session ||
+      live_sessions[slot].generation != token >> 32)
+    throw std::invalid_argument("unknown or destroyed session handle");
+  return live_sessions[slot];
+}
 
 // Runs f and turns every exception into PB_ERROR with its message.
 template <class F>
@@ -675,10 +701,7 @@ int guarded(F&& f) noexcept {
 
 Trainer& trainer_of(pb_session* session) {
   std::lock_guard<std::mutex> lock(live_mutex);
-  if (!session) throw std::invalid_argument("null session handle");
-  if (!live_sessions.count(session))
-    throw std::invalid_argument("unknown or destroyed session handle");
-  return session->trainer;
+  return slot_of(session).session->trainer;
 }
 
 template <class T>
@@ -706,21 +729,25 @@ int pb_create(const pb_options* options, pb_session** out) {
     require(out, "output handle");
     require(options->data_root, "data_root");
     *out = nullptr;
-    auto* session = new pb_session{Trainer(*options)};
+    auto session = std::unique_ptr<pb_session>(new pb_session{Trainer(*options)});
     std::lock_guard<std::mutex> lock(live_mutex);
-    live_sessions.insert(session);
-    *out = session;
+    auto slot = std::find_if(live_sessions.begin(), live_sessions.end(),
+                             [](const Slot& s) { return !s.session; });
+    if (slot == live_sessions.end()) {
+      if (live_sessions.size() >= kSlotLimit) throw std::length_error("too many live sessions");
+      slot = live_sessions.emplace(live_sessions.end());
+    }
+    slot->session = std::move(session);
+    slot->generation = ++last_generation;  // wraps after 2^32 sessions, far beyond any run
+    *out = handle_of(static_cast<size_t>(slot - live_sessions.begin()), slot->generation);
   });
 }
 
 int pb_destroy(pb_session* session) {
   return guarded([&] {
-    trainer_of(session);
-    {
-      std::lock_guard<std::mutex> lock(live_mutex);
-      live_sessions.erase(session);
-    }
-    delete session;
+    std::unique_ptr<pb_session> destroyed;  // freed last, after the lock is released
+    std::lock_guard<std::mutex> lock(live_mutex);
+    destroyed = std::move(slot_of(session).session);
   });
 }
 
