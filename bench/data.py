@@ -89,6 +89,11 @@ def check_split(raw_dir: str, split: str, full_size: bool = True) -> int:
             f"{raw_dir}/{split}-images-idx3-ubyte: {images} images; the workload needs the full "
             f"split of {SPLIT_SIZES[split]} (LibTorch's MNIST reads no other size)"
         )
+    # Both readers accept any byte as a label, and training fails later ("Target 200 is out of bounds.").
+    values = np.fromfile(labels_path, dtype=np.uint8, offset=8)
+    bad = np.flatnonzero(values > 9)
+    if bad.size:
+        raise DataError(f"{labels_path}: label {values[bad[0]]} at index {bad[0]} is outside 0–9")
     return images
 
 

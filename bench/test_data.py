@@ -1,7 +1,8 @@
 """Bad data (README, "Faults and bad input"): the suite (--dataset mnist --mnist-root DIR), the Python
 trainer and the C++ trainer each refuse bad IDX files with the same error, naming the file and the
-problem. The checks read only a file's 16-byte header and its size, so a header claiming terabytes
-is refused before anything reads or allocates what it claims.
+problem. The checks read a file's 16-byte header and its size, so a header claiming terabytes is
+refused before anything reads or allocates what it claims; only then are the labels read, to refuse
+one outside 0–9.
 
 Each case starts from the suite's own data, linked, and replaces one or two files with small
 generated ones (LibTorch's MNIST reads only full-size splits, so the others must be real)."""
@@ -31,6 +32,13 @@ def header(magic: int, *dims: int) -> bytes:
     return struct.pack(f">{len(dims) + 1}I", magic, *dims)
 
 
+def labels_with(count: int, bad: dict[int, int]) -> np.ndarray:
+    """`count` labels, 0 to 9 but for the values that `bad` puts at its indexes."""
+    labels = (np.arange(count) % 10).astype(np.uint8)
+    labels[list(bad)] = list(bad.values())
+    return labels
+
+
 @dataclass(frozen=True)
 class BadData:
     changes: dict  # file name -> new content: IDX bytes, an array for data.write_idx, or None to delete it
@@ -57,6 +65,11 @@ CASES = {
                                   IMAGES, f"100 images; the workload needs the full split of {TRAIN}"),
     "bad-test-split": BadData({TEST_LABELS: header(data.IMAGE_MAGIC, 10000, SIDE, SIDE)}, TEST_LABELS,
                               f"IDX magic {data.IMAGE_MAGIC}, expected {data.LABEL_MAGIC}"),
+    # The first bad label is named; 10 is the smallest bad value and 9999 the test split's last index.
+    "label-out-of-range": BadData({LABELS: labels_with(TRAIN, {17: 200, 40: 255})}, LABELS,
+                                  "label 200 at index 17 is outside 0–9"),
+    "last-test-label-out-of-range": BadData({TEST_LABELS: labels_with(10000, {9999: 10})}, TEST_LABELS,
+                                            "label 10 at index 9999 is outside 0–9"),
 }
 
 

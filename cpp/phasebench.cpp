@@ -103,6 +103,20 @@ int64_t check_idx(const std::string& path, uint32_t magic) {
   return count;
 }
 
+// A label outside 0-9 would pass LibTorch's reader and fail training later ("Target 200 is out of
+// bounds."): the first one is named with its index. Call after check_idx has checked the size.
+void check_labels(const std::string& path, int64_t count) {
+  std::ifstream file(path, std::ios::binary);
+  std::vector<unsigned char> labels(static_cast<size_t>(count));
+  file.seekg(8);
+  if (!file.read(reinterpret_cast<char*>(labels.data()), count))
+    throw std::runtime_error(path + ": cannot read (" + std::strerror(errno) + ")");
+  const auto bad = std::find_if(labels.begin(), labels.end(), [](unsigned char label) { return label > 9; });
+  if (bad != labels.end())
+    throw std::runtime_error(path + ": label " + std::to_string(*bad) + " at index " +
+                             std::to_string(bad - labels.begin()) + " is outside 0–9");
+}
+
 torch::data::datasets::MNIST load_mnist(const std::string& root, bool train) {
   const std::string prefix = root + (train ? "/train" : "/t10k");
   const int64_t expected = train ? 60000 : 10000;
@@ -115,6 +129,7 @@ torch::data::datasets::MNIST load_mnist(const std::string& root, bool train) {
     throw std::runtime_error(prefix + "-images-idx3-ubyte: " + std::to_string(images) +
                              " images; the workload needs the full split of " + std::to_string(expected) +
                              " (LibTorch's MNIST reads no other size)");
+  check_labels(prefix + "-labels-idx1-ubyte", labels);
   using Mode = torch::data::datasets::MNIST::Mode;
   return torch::data::datasets::MNIST(root, train ? Mode::kTrain : Mode::kTest);
 }
