@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -16,6 +17,9 @@ from typing import NamedTuple
 from bench import build
 
 ROOT = Path(__file__).resolve().parent.parent
+# A sanitizer report runs from "==PID==ERROR: AddressSanitizer: ..." to "==PID==ABORTING"; its cause is at
+# the top, often more lines above the end of the log than a tail shows.
+SANITIZER_REPORT = re.compile(r"^==(\d+)==ERROR: \w*Sanitizer\b")
 
 
 class PhaseRound(NamedTuple):
@@ -97,7 +101,15 @@ class Worker:
         return self.process.poll() is None
 
     def log_tail(self, lines: int = 15) -> str:
+        """The log's last `lines` lines, or, when it holds a sanitizer report, that report in full (the first
+        one: later ones follow from it) and the lines after it."""
         text = Path(self.log.name).read_text(errors="replace").strip().splitlines()
+        for start, line in enumerate(text):
+            report = SANITIZER_REPORT.match(line)
+            if report:
+                ending = f"=={report.group(1)}==ABORTING"
+                end = next((i for i in range(start, len(text)) if text[i].startswith(ending)), len(text) - 1)
+                return "\n".join(text[start:end + 1] + text[end + 1:][-lines:])
         return "\n".join(text[-lines:])
 
     def _died(self, what: str, cause: str) -> WorkerDied:

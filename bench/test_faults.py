@@ -125,6 +125,36 @@ def test_the_pool_replaces_a_dead_worker(new_worker):
         pool.stop_all()
 
 
+USE_AFTER_FREE = "#include <cstdio>\nint main() { int* p = new int[4]; delete[] p; std::printf(\"%d\", p[1]); }\n"
+
+
+def test_a_sanitizer_report_is_reported_in_full(new_worker, tmp_path):
+    """A worker whose log holds a sanitizer report fails with the whole report, whose cause is at its top, far
+    more than the last lines of the log. The report is a real one, which a program built with AddressSanitizer
+    writes into the worker's log (where a sanitized worker's own would go) before the worker dies."""
+    program = tmp_path / "use-after-free"
+    built = subprocess.run([os.environ.get("CXX", "g++"), "-fsanitize=address", "-g", "-x", "c++", "-",
+                            "-o", str(program)], input=USE_AFTER_FREE, capture_output=True, text=True)
+    if built.returncode != 0:
+        pytest.skip(f"no AddressSanitizer build here: {built.stderr.strip()}")
+    worker = new_worker("cpp", "cpu")()
+    try:
+        with open(worker.log.name, "a") as log:
+            print("output before the report", file=log, flush=True)
+            subprocess.run([str(program)], stdout=log, stderr=log, env=os.environ | {"ASAN_OPTIONS": ""})
+        report = Path(worker.log.name).read_text().split("output before the report\n", 1)[1].strip()
+        lines = report.splitlines()
+        assert len(lines) > 30 and "ERROR: AddressSanitizer: heap-use-after-free" in lines[1], report
+        assert lines[-1].endswith("==ABORTING")
+        with pytest.raises(WorkerDied) as died:
+            worker.request({"cmd": "fault", "kind": "abort"})
+        message = str(died.value)
+        assert message.startswith("cpp worker on cpu died with signal SIGABRT during 'fault'; its last output:\n")
+        assert message.endswith("\n" + "\n".join(lines[1:])), message  # from its ERROR line to its last
+    finally:
+        worker.stop()
+
+
 # -- whole suite runs ------------------------------------------------------------------------------
 
 FAULTY_CASES = ["forward", "loss", "backward", "param_update"]  # run in this order
