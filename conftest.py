@@ -202,13 +202,16 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     machine_info["phasebench"] = config.phasebench.machine | {"gpu_sampling": config.phasebench.utilization.reason}
 
 
-@pytest.hookimpl(trylast=True)  # after pytest-benchmark's tables
+@pytest.hookimpl(wrapper=True)  # after pytest-benchmark's tables, even when it raised "Performance has regressed"
 def pytest_terminal_summary(terminalreporter, config):
-    lines = config.phasebench.utilization.summary_lines()
-    if lines:
-        terminalreporter.section("phasebench utilization: GPU busy % mean/max, worker CPU in cores", sep="-")
-        for line in lines:
-            terminalreporter.write_line(line)
+    try:
+        return (yield)
+    finally:
+        lines = config.phasebench.utilization.summary_lines()
+        if lines:
+            terminalreporter.section("phasebench utilization: GPU busy % mean/max, worker CPU in cores", sep="-")
+            for line in lines:
+                terminalreporter.write_line(line)
 
 
 @pytest.hookimpl(wrapper=True)

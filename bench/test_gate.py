@@ -56,6 +56,9 @@ def test_slowed_phase_fails_both_gates(pytestconfig, baseline, tmp_path):
     assert "test_phase[loss-python-cpu] (0001_base) - Field 'median' has failed" in result.output
     assert "test_phase[loss-cpp-cpu] (0001_base) - Field" not in result.output  # only python was slowed
     assert "regression gate failed" in result.output
+    # The failed gate leaves the rest of the summary: the utilization of each benchmark (README, "Utilization").
+    assert "phasebench utilization: GPU busy % mean/max, worker CPU in cores" in result.output
+    assert "loss: cpp-cpu CPU " in result.output and "python-cpu CPU " in result.output
     [ratio] = [line for line in result.output.splitlines() if line.startswith("loss on cpu: python/cpp median ratio")]
     assert "slower relative to cpp, over the 400% limit" in ratio
     # The knob shows in the header and the comparison, and stays in the saved result.
