@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import signal
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -216,8 +217,8 @@ def pytest_terminal_summary(terminalreporter, config):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    """Ctrl-C in the middle of a benchmark: pytest-benchmark would save its cut-short rounds as a result,
-    or, with none yet, fail to save anything. Marked as an error, it is left out, as failed ones are,
+    """Ctrl-C or SIGTERM in the middle of a benchmark: pytest-benchmark would save its cut-short rounds as a
+    result, or, with none yet, fail to save anything. Marked as an error, it is left out, as failed ones are,
     and the cases that finished are saved (--benchmark-json, --benchmark-autosave)."""
     try:
         return (yield)
@@ -226,6 +227,28 @@ def pytest_runtest_call(item):
         if benchmark is not None:
             benchmark.has_error = True
         raise
+
+
+def _ignore_sigterm(signum, frame):
+    pass
+
+
+def pytest_sessionstart(session):
+    """SIGTERM (`kill`, `timeout`, a cancelled CI job) ends the run as Ctrl-C does: the finished cases are
+    saved, the workers stopped, the exit status 2 (README, "Faults and bad input")."""
+
+    def interrupt(signum, frame):
+        signal.signal(signal.SIGTERM, _ignore_sigterm)  # only the first one interrupts
+        raise KeyboardInterrupt("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    session.config.add_cleanup(lambda: signal.signal(signal.SIGTERM, previous))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's report of the interrupt, which takes a while
+def pytest_keyboard_interrupt(excinfo):
+    # The run is ending and saving: a later SIGTERM (CI sends SIGINT, then SIGTERM) must not cut that short.
+    signal.signal(signal.SIGTERM, _ignore_sigterm)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -216,23 +216,54 @@ def test_cuda_without_a_gpu_skips_with_the_reason(faulty_run):
 def test_ctrl_c_keeps_the_results_of_the_finished_cases(pytestconfig, cpp_library, tmp_path):
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while a case is running:
     the run stops at once, the finished cases are saved, the cut-short one is not, no worker is left."""
-    with child_suite("bench/test_phases.py", "-v", "-k", "forward or loss", "--impl", "cpp", "--device", "cpu",
+    child, text = _interrupted_run(pytestconfig, tmp_path, "cpp", lambda child: os.killpg(child.pid, signal.SIGINT))
+    assert child.returncode == pytest.ExitCode.INTERRUPTED, text
+    assert "KeyboardInterrupt" in text
+    expected = {"test_phase[forward-cpp-cpu]": 2}
+    assert _saved(tmp_path / "results.json") == expected, text
+    assert _saved(_autosaved(tmp_path / "storage")) == expected
+
+
+def test_sigterm_keeps_the_results_of_the_finished_cases(pytestconfig, cpp_library, tmp_path):
+    """SIGTERM to pytest alone (as `kill`, `timeout` and a cancelled CI job send it) while a case is running:
+    as with Ctrl-C, the finished cases are saved and the cut-short one is not; pytest stops its workers itself,
+    the idle python one too, and exits non-zero, within the 10 s a cancelled GitHub job leaves. A second
+    SIGTERM, sent while pytest is most likely stopping the python worker, changes nothing."""
+
+    def terminate_twice(child):
+        os.kill(child.pid, signal.SIGTERM)
+        time.sleep(0.3)
+        os.kill(child.pid, signal.SIGTERM)  # a zombie until communicate() reaps it: never ProcessLookupError
+
+    child, text = _interrupted_run(pytestconfig, tmp_path, "python,cpp", terminate_twice, within=10)
+    assert child.returncode == pytest.ExitCode.INTERRUPTED, text
+    assert "KeyboardInterrupt: SIGTERM" in text
+    expected = {"test_phase[forward-python-cpu]": 2, "test_phase[forward-cpp-cpu]": 2,
+                "test_phase[loss-python-cpu]": 2}
+    assert _saved(tmp_path / "results.json") == expected, text
+    assert _saved(_autosaved(tmp_path / "storage")) == expected
+
+
+def _interrupted_run(pytestconfig, tmp_path, impls: str, interrupt, within: float = 60):
+    """A child run of forward and loss on cpu (2 rounds, saved in tmp_path), whose cpp loss hangs, interrupted
+    by interrupt(child) once that case is running; checked to end within `within` seconds and to leave nothing
+    of its process group. Returns the child and its output."""
+    with child_suite("bench/test_phases.py", "-v", "-k", "forward or loss", "--impl", impls, "--device", "cpu",
                      "--rounds", "2", "--warmup-rounds", "0", "--benchmark-json", str(tmp_path / "results.json"),
                      "--benchmark-autosave", "--benchmark-storage", f"file://{tmp_path / 'storage'}",
                      *_data_options(pytestconfig), env={"PHASEBENCH_TEST_FAULT": "cpp/loss:hang"},
                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as child:
         output = _read_until(child, b"test_phase[loss-cpp-cpu]", timeout=120)
         time.sleep(0.5)  # most likely the loss request is in flight by now, and its worker hangs
-        os.killpg(child.pid, signal.SIGINT)
+        interrupt(child)
+        interrupted = time.monotonic()
         output += child.communicate(timeout=60)[0]
+        took = time.monotonic() - interrupted
         with pytest.raises(ProcessLookupError):  # nothing of the run's process group is left
             os.killpg(child.pid, 0)
     text = output.decode(errors="replace")
-    assert child.returncode == pytest.ExitCode.INTERRUPTED, text
-    assert "KeyboardInterrupt" in text
-    expected = {"test_phase[forward-cpp-cpu]": 2}
-    assert _saved(tmp_path / "results.json") == expected, text
-    assert _saved(_autosaved(tmp_path / "storage")) == expected
+    assert took < within, f"the run took {took:.1f} s to end:\n{text}"
+    return child, text
 
 
 def _read_until(child: subprocess.Popen, marker: bytes, timeout: float) -> bytes:
