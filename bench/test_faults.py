@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import select
+import shlex
 import signal
 import subprocess
 import sys
@@ -35,14 +36,18 @@ def run_suite(*options: str, env: dict | None = None, timeout: float = 300) -> s
     return subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
 
 
-@contextlib.contextmanager
 def child_suite(*options: str, env: dict | None = None, **popen):
     """A child pytest of this suite in a process group of its own, killed on the way out with any
     worker it left behind."""
+    return child_process([sys.executable, "-u", "-m", "pytest", "-p", "no:cacheprovider", *options], env, **popen)
+
+
+@contextlib.contextmanager
+def child_process(command: list[str], env: dict | None = None, **popen):
+    """`command` in a process group of its own, killed on the way out with anything it left behind."""
     # SIGINT back to its default: a run started in the background by a non-interactive shell (as CI may
     # be) inherits it ignored, and a child that ignores Ctrl-C cannot show what Ctrl-C does.
-    child = subprocess.Popen([sys.executable, "-u", "-m", "pytest", "-p", "no:cacheprovider", *options],
-                             cwd=ROOT, env=os.environ | (env or {}), start_new_session=True,
+    child = subprocess.Popen(command, cwd=ROOT, env=os.environ | (env or {}), start_new_session=True,
                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **popen)
     try:
         yield child
@@ -242,6 +247,46 @@ def test_sigterm_keeps_the_results_of_the_finished_cases(pytestconfig, cpp_libra
                 "test_phase[loss-python-cpu]": 2}
     assert _saved(tmp_path / "results.json") == expected, text
     assert _saved(_autosaved(tmp_path / "storage")) == expected
+
+
+def test_a_cancelled_ci_job_keeps_the_results_of_the_finished_cases(pytestconfig, cpp_library, tmp_path):
+    """A cancelled GitHub job signals the step's shell alone: SIGINT, SIGTERM about 7.5 s later, and about
+    2.5 s after that it kills the whole process tree. .ci/bench-pr, which the step runs with exec, passes the
+    signal on to its pytest, which saves the finished cases of base and stops; head never runs. Here SIGTERM
+    follows sooner, while pytest is still saving, where it must spoil nothing."""
+    trees = tmp_path / "base", tmp_path / "head"
+    for tree in trees:  # this checkout, run by this interpreter, on the suite's data, with its C++ build
+        tree.mkdir()
+        for entry in ("bench", "cpp", "conftest.py", "pytest.ini", "requirements.txt"):
+            (tree / entry).symlink_to(ROOT / entry)
+        (tree / "data").symlink_to(Path(pytestconfig.getoption("mnist_root")).resolve())
+        # Not a link to this venv: torch would be found under another path, and the library built again.
+        python = tree / ".venv" / "bin" / "python"
+        python.parent.mkdir(parents=True)
+        python.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+        python.chmod(0o755)
+    out = tmp_path / "out"
+    command = ["bash", str(ROOT / ".ci" / "bench-pr"), *map(str, trees), str(out), "bench/test_phases.py", "-v",
+               "-p", "no:cacheprovider", "-k", "forward or loss", "--impl", "cpp", "--device", "cpu", "--rounds", "2",
+               "--warmup-rounds", "0", _data_options(pytestconfig)[0]]
+    env = {"PHASEBENCH_NO_INSTALL": "1", "PHASEBENCH_TEST_FAULT": "cpp/loss:hang", "PYTHONUNBUFFERED": "1"}
+    with child_process(command, env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as child:
+        output = _read_until(child, b"test_phase[loss-cpp-cpu]", timeout=300)
+        time.sleep(0.5)  # most likely the loss request is in flight by now, and its worker hangs
+        os.kill(child.pid, signal.SIGINT)
+        cancelled = time.monotonic()
+        time.sleep(0.5)
+        os.kill(child.pid, signal.SIGTERM)
+        output += child.communicate(timeout=60)[0]
+        took = time.monotonic() - cancelled
+        with pytest.raises(ProcessLookupError):  # nothing of the run's process group is left
+            os.killpg(child.pid, 0)
+    text = output.decode(errors="replace")
+    assert child.returncode == 130 and took < 10, f"exit status {child.returncode} after {took:.1f} s:\n{text}"
+    assert "KeyboardInterrupt: SIGTERM" in text
+    (saved,) = (out / "storage").rglob("*.json")  # base's, and no head
+    assert saved.name == "0001_base.json"
+    assert _saved(saved) == {"test_phase[forward-cpp-cpu]": 2}, text
 
 
 def _interrupted_run(pytestconfig, tmp_path, impls: str, interrupt, within: float = 60):
