@@ -19,6 +19,7 @@ pytest_plugins = ["bench.gate_plugin"]  # --phase-ratio-fail and baseline checks
 IMPLEMENTATIONS = ("python", "cpp")
 DEVICES = ("cpu", "cuda")
 RUN_ORDER = pytest.StashKey[int]()  # a test_phase case's place among the implementations of its phase
+COMMIT_ENV, DIRTY_ENV = "PHASEBENCH_COMMIT", "PHASEBENCH_DIRTY"  # for a copy without git history
 
 
 @dataclass
@@ -162,6 +163,9 @@ def pytest_configure(config):
             raise pytest.UsageError(str(error)) from None
     from bench.trainer import PHASE_NAMES
 
+    if os.environ.get(COMMIT_ENV) and os.environ.get(DIRTY_ENV) not in ("0", "1"):
+        raise pytest.UsageError(f"{COMMIT_ENV} needs {DIRTY_ENV}=0 (the tree it names was clean) or 1, "
+                                f"not {os.environ.get(DIRTY_ENV)!r}")
     slow_text = os.environ.get(gate.SLOW_PHASE_ENV)
     try:
         slow = gate.parse_slow_phase(slow_text, PHASE_NAMES, IMPLEMENTATIONS) if slow_text else None
@@ -197,6 +201,17 @@ def pytest_report_header(config):
         f"training_run: {settings.epochs} epoch(s), {settings.run_rounds} rounds",
     ] + ([f"phasebench: TEST KNOB {gate.SLOW_PHASE_ENV}={settings.slow.text}: these timings are slowed on purpose"]
          if settings.slow else [])
+
+
+def pytest_benchmark_update_commit_info(config, commit_info):
+    """A copy without git history (a borrowed GPU machine's) cannot see its commit: the commit id and
+    whether that tree was clean come in from where the copy was made (README, "What every saved result
+    carries"), and the result says so."""
+    commit = os.environ.get(COMMIT_ENV)
+    if not commit:
+        return
+    commit_info.update(id=commit, dirty=os.environ[DIRTY_ENV] == "1",
+                       commit_source=f"{COMMIT_ENV} (a copy without git history)")
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):

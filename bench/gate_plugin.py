@@ -101,7 +101,8 @@ def pytest_sessionfinish(session):
     limit = session.config.getoption("phase_ratio_fail")
     if bs is None or not bs.compared_mapping or not (bs.compare_fail or limit is not None):
         return
-    current = [bench.as_dict(include_data=False) for bench in bs.benchmarks if bench]
+    # A case that failed or was cut short (Ctrl-C, SIGTERM) is not a result: it gates nothing.
+    current = [bench.as_dict(include_data=False) for bench in bs.benchmarks if bench and not bench.has_error]
     failures = gate.gate_failures(bs.compared_mapping, current, limit) if current else []
     session.config.stash[_FAILURES] = failures
     # pytest-benchmark reports its own --benchmark-compare-fail verdict (performance_regressions) below.

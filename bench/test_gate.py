@@ -215,3 +215,17 @@ def test_actionlint_catches_a_broken_workflow(tmp_path):
     assert result.returncode == 1
     assert 'needs job "build" which does not exist' in result.stdout
     assert "SC2086" in result.stdout  # ShellCheck ran
+
+
+def test_commit_passed_in_for_a_copy_without_git(monkeypatch):
+    """A GPU machine's copy has no git history: the commit and its cleanness come in by environment."""
+    import conftest
+
+    info = {"id": "unknown", "dirty": False}
+    monkeypatch.delenv(conftest.COMMIT_ENV, raising=False)
+    conftest.pytest_benchmark_update_commit_info(None, info)
+    assert info == {"id": "unknown", "dirty": False}
+    monkeypatch.setenv(conftest.COMMIT_ENV, "0123abcd")
+    monkeypatch.setenv(conftest.DIRTY_ENV, "1")
+    conftest.pytest_benchmark_update_commit_info(None, info)
+    assert (info["id"], info["dirty"]) == ("0123abcd", True) and "without git history" in info["commit_source"]

@@ -19,7 +19,6 @@
 #include <functional>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>

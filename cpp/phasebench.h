@@ -15,7 +15,9 @@ extern "C" {
 #define PB_OK 0
 #define PB_ERROR 1
 
-typedef struct pb_session pb_session; /* opaque: one model, optimizer and data loader */
+/* Opaque: one model, optimizer and data loader. A handle is a token (a slot and a generation),
+ * never an address to dereference; a destroyed session's token stays refused. */
+typedef struct pb_session pb_session;
 
 typedef struct {
     const char* data_root;  /* folder holding the MNIST IDX files */
