@@ -24,7 +24,8 @@ SANITIZER_REPORT = re.compile(r"^==(\d+)==ERROR: \w*Sanitizer\b")
 
 class PhaseRound(NamedTuple):
     ns: int  # the timed body, synchronized at both ends
-    cpu_ns: int  # the worker process's CPU time across it (all threads)
+    cpu_ns: int  # the worker process's CPU time across it (all threads; see README, "Utilization")
+    thread_cpu_ns: int  # the CPU time of the thread that ran it
     product: dict  # what the phase produced (bench.trainer.product)
 
 
@@ -153,7 +154,7 @@ class Worker:
 
     def run_phase(self, phase: str) -> PhaseRound:
         reply = self.request({"cmd": "phase", "name": phase})
-        return PhaseRound(reply["ns"], reply["cpu_ns"], reply["product"])
+        return PhaseRound(reply["ns"], reply["cpu_ns"], reply["thread_cpu_ns"], reply["product"])
 
     @property
     def timer_floor_ns(self) -> int:

@@ -33,6 +33,7 @@ class Result(ctypes.Structure):
         ("finite", ctypes.c_int32),
         ("batch_index", ctypes.c_int64),
         ("cpu_ns", ctypes.c_int64),
+        ("thread_cpu_ns", ctypes.c_int64),
         ("leftovers", ctypes.c_int32),
         ("on_device", ctypes.c_int32),
         ("matches_host", ctypes.c_int32),
@@ -135,10 +136,10 @@ class CppTrainer:
         self._call("pb_threads", self.handle, ctypes.byref(count))
         return count.value
 
-    def run_phase(self, name: str) -> tuple[int, int, dict]:
+    def run_phase(self, name: str) -> tuple[int, int, int, dict]:
         ns, result = ctypes.c_int64(), Result()
         self._call("pb_run_phase", self.handle, name.encode(), ctypes.byref(ns), ctypes.byref(result))
-        return ns.value, result.cpu_ns, _product(result)
+        return ns.value, result.cpu_ns, result.thread_cpu_ns, _product(result)
 
     def timer_floor(self) -> int:
         ns = ctypes.c_int64()

@@ -163,13 +163,14 @@ def utilization(bench: dict | None, kind: str) -> float | None:
     """GPU busy % (mean) or worker CPU cores during the whole benchmark (warm-up, preparation and messaging
     included), or the phase's own CPU cores (its timed bodies alone), where the benchmark recorded them."""
     info = (bench or {}).get("extra_info") or {}
-    if kind == "phase_cpu":
-        return info.get("phase_cpu_cores")
+    if kind in ("phase_cpu", "phase_thread_cpu"):
+        return info.get(f"{kind}_cores")
     recorded = info.get(kind) or {}
     return (recorded.get("utilization_pct") or {}).get("mean") if kind == "gpu" else recorded.get("cores")
 
 
-UTILIZATION_COLUMNS = (("phase_cpu", "phase CPU (cores)", ".2f"),
+UTILIZATION_COLUMNS = (("phase_thread_cpu", "phase CPU, its thread (cores)", ".2f"),
+                       ("phase_cpu", "phase CPU, all threads (cores)", ".2f"),
                        ("gpu", "GPU busy in benchmark (%)", ".0f"),
                        ("cpu", "worker CPU in benchmark (cores)", ".2f"))
 

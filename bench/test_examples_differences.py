@@ -19,9 +19,9 @@ def test_loss_item(benchmark, worker_for, settings, impl, device):
     losses = []
 
     def one_round():
-        ns, _, product = worker.run_phase(LOSS_ITEM.name)
-        worker_clock.advance(ns)
-        losses.append(product["loss"])
+        timed = worker.run_phase(LOSS_ITEM.name)
+        worker_clock.advance(timed.ns)
+        losses.append(timed.product["loss"])
 
     benchmark.group = LOSS_ITEM.name
     benchmark.extra_info.update(implementation=impl, device=device, phase=LOSS_ITEM.name, rounds=settings.rounds,

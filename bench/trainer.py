@@ -232,23 +232,24 @@ class Trainer:
             torch.set_rng_state(state)
 
     # -- timing (README, "What is measured") -------------------------------------------------
-    def _timed_cpu(self, body) -> tuple[int, int]:
-        """(wall ns, process CPU ns) of body(self); nothing but the body between the clock reads."""
-        cpu_start = time.process_time_ns()
+    def _timed_cpu(self, body) -> tuple[int, int, int]:
+        """(wall ns, process CPU ns, this thread's CPU ns) of body(self); nothing but the body between
+        the clock reads, the CPU clocks just outside them."""
+        cpu_start, thread_start = time.process_time_ns(), time.thread_time_ns()
         start = time.perf_counter_ns()
         body(self)
         end = time.perf_counter_ns()
-        return end - start, time.process_time_ns() - cpu_start
+        return end - start, time.process_time_ns() - cpu_start, time.thread_time_ns() - thread_start
 
-    def _timed_cuda(self, body) -> tuple[int, int]:
+    def _timed_cuda(self, body) -> tuple[int, int, int]:
         synchronize = torch._C._cuda_synchronize
         synchronize()
-        cpu_start = time.process_time_ns()
+        cpu_start, thread_start = time.process_time_ns(), time.thread_time_ns()
         start = time.perf_counter_ns()
         body(self)
         synchronize()
         end = time.perf_counter_ns()
-        return end - start, time.process_time_ns() - cpu_start
+        return end - start, time.process_time_ns() - cpu_start, time.thread_time_ns() - thread_start
 
     def timer_floor(self, rounds: int = FLOOR_ROUNDS) -> int:
         """The median time of the empty phase: what the clock itself costs in this worker."""
@@ -258,8 +259,8 @@ class Trainer:
     def threads(self) -> int:
         return torch.get_num_threads()
 
-    def run_phase(self, name: str) -> tuple[int, int, dict]:
-        """Prepare the phase untimed, time its body; returns (ns, process CPU ns, product)."""
+    def run_phase(self, name: str) -> tuple[int, int, int, dict]:
+        """Prepare the phase untimed, time its body; returns (ns, process CPU ns, thread CPU ns, product)."""
         phase = PHASE_BY_NAME.get(name)
         if phase is None:
             raise ValueError(f"unknown phase '{name}'")
@@ -272,9 +273,9 @@ class Trainer:
             phase.prepare(self)
         leftovers = None if continuing else sum(ref() is not None for ref in earlier)
         del earlier
-        ns, cpu_ns = self.timed(self.bodies[name])
+        ns, cpu_ns, thread_ns = self.timed(self.bodies[name])
         self.last_phase = name
-        return ns, cpu_ns, phase.product(self) | {"leftovers": leftovers}
+        return ns, cpu_ns, thread_ns, phase.product(self) | {"leftovers": leftovers}
 
     # -- equivalence and the full run --------------------------------------------------------
     def layout(self) -> list[tuple[str, list[int]]]:
@@ -334,7 +335,7 @@ class Trainer:
         def run(name):
             nonlocal cpu_total
             if synchronize:
-                ns, cpu_ns = self.timed(bodies[name])
+                ns, cpu_ns, _ = self.timed(bodies[name])
                 totals[name] += ns
                 cpu_total += cpu_ns
             else:

@@ -101,8 +101,8 @@ def handle(adapter, request: dict) -> dict:
     command = request["cmd"]
     trainer = adapter.trainer
     if command == "phase":
-        ns, cpu_ns, product = trainer.run_phase(request["name"])
-        return {"ns": ns, "cpu_ns": cpu_ns, "product": product}
+        ns, cpu_ns, thread_cpu_ns, product = trainer.run_phase(request["name"])
+        return {"ns": ns, "cpu_ns": cpu_ns, "thread_cpu_ns": thread_cpu_ns, "product": product}
     if command == "phase_names":
         return {"names": adapter.phase_names()}
     if command == "layout":

@@ -154,12 +154,13 @@ struct Phase {
 
 struct Timing {
   int64_t ns;
-  int64_t cpu_ns;
+  int64_t cpu_ns;         // the process, all threads
+  int64_t thread_cpu_ns;  // the thread that ran the body
 };
 
-int64_t process_cpu_ns() {
+int64_t cpu_clock_ns(clockid_t clock) {
   timespec now{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  clock_gettime(clock, &now);
   return int64_t(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
 }
 
@@ -233,6 +234,7 @@ class Trainer {
         *result = phase.result();
         result->leftovers = leftovers;
         result->cpu_ns = timing.cpu_ns;
+        result->thread_cpu_ns = timing.thread_cpu_ns;
       }
       return timing;
     }
@@ -382,20 +384,24 @@ class Trainer {
   Timing timed(const std::function<void()>& body) const {
     if (device_.is_cuda()) {
       sync();
-      const int64_t cpu_start = process_cpu_ns();
+      const int64_t cpu_start = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID),
+                    thread_start = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
       const auto start = std::chrono::steady_clock::now();
       body();
       sync();
       const auto end = std::chrono::steady_clock::now();
       return {std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count(),
-              process_cpu_ns() - cpu_start};
+              cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu_start,
+              cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID) - thread_start};
     }
-    const int64_t cpu_start = process_cpu_ns();
+    const int64_t cpu_start = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID),
+                  thread_start = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     const auto start = std::chrono::steady_clock::now();
     body();
     const auto end = std::chrono::steady_clock::now();
     return {std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count(),
-            process_cpu_ns() - cpu_start};
+            cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu_start,
+            cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID) - thread_start};
   }
 
   std::function<void()> slowed(std::function<void()> body) const {

@@ -38,7 +38,8 @@ typedef struct {
     int32_t ndim;
     int32_t finite;          /* 1 when every value checked is finite */
     int64_t batch_index;     /* data_loading, copy_to_device, train_step: the batch's index in its epoch */
-    int64_t cpu_ns;          /* the process's CPU time across the timed body */
+    int64_t cpu_ns;          /* the process's CPU time across the timed body (all threads) */
+    int64_t thread_cpu_ns;   /* the CPU time of the thread that ran it */
     int32_t leftovers;       /* tensors earlier rounds left that were alive when the clock started */
     int32_t on_device;       /* copy_to_device: data and target are on the requested device */
     int32_t matches_host;    /* copy_to_device: and equal to the host batch */
