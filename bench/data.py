@@ -2,7 +2,7 @@
 
 Every source ends as uncompressed IDX files in `<torchvision root>/MNIST/raw`, the folder
 torchvision's MNIST reads and the one handed to LibTorch's MNIST, so both implementations
-read the same bytes. Sources, in the order `--dataset auto` tries them (SPEC §1, README):
+read the same bytes. Sources, in the order `--dataset auto` tries them (README, "Data"):
 
 - mnist: real MNIST under `ROOT/MNIST/raw`, or downloaded there by torchvision;
 - fashion-mnist: Debian's dataset-fashion-mnist, decompressed to `ROOT/fashion-mnist/MNIST/raw`;
