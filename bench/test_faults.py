@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import implementations
 from bench.client import ROOT, WorkerDied, WorkerPool
 
 ROUND_TIMEOUT_S = 6  # the faulty run's --round-timeout: what a hung case costs it
@@ -118,7 +119,7 @@ def test_an_interrupted_request_kills_its_worker(new_worker):
 
 def test_the_pool_replaces_a_dead_worker(new_worker):
     spawn = new_worker("cpp", "cpu")
-    pool = WorkerPool(lambda impl, device, library: spawn())
+    pool = WorkerPool(lambda impl, device, workload, library: spawn())
     try:
         first = pool.get("cpp", "cpu")
         with pytest.raises(WorkerDied):
@@ -327,7 +328,7 @@ def _read_until(child: subprocess.Popen, marker: bytes, timeout: float) -> bytes
 
 
 @pytest.mark.parametrize("option, value, valid", [
-    ("--impl", "rust", "python, cpp"),
+    ("--impl", "rust", ", ".join(implementations.NAMES)),
     ("--device", "tpu", "cpu, cuda"),
     ("--dataset", "imagenet", "auto, mnist, fashion-mnist, synthetic"),
 ])
@@ -335,3 +336,10 @@ def test_an_unknown_option_value_is_a_usage_error(option, value, valid):
     run = run_suite(option, value)
     assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
     assert f"{option} '{value}': valid values are {valid}" in run.stderr
+
+
+@pytest.mark.parametrize("option, value", [("--width", "0"), ("--batch-size", "64,x"), ("--width", "")])
+def test_a_bad_workload_is_a_usage_error(option, value):
+    run = run_suite(option, value)
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
+    assert f"{option} '{value}': expected positive whole numbers, comma-separated" in run.stderr
