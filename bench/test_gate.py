@@ -17,7 +17,7 @@ from pytest_benchmark.utils import get_machine_id
 from bench import gate
 from bench.client import ROOT
 from bench.trainer import PHASE_NAMES
-from conftest import IMPLEMENTATIONS
+from bench.implementations import NAMES as IMPLEMENTATIONS
 
 # A phase of tens of microseconds on cpu slowed by 20 ms: far beyond the run-to-run noise of a busy
 # machine, which the generous thresholds leave room for, so the verdicts below cannot flake.
@@ -215,3 +215,24 @@ def test_actionlint_catches_a_broken_workflow(tmp_path):
     assert result.returncode == 1
     assert 'needs job "build" which does not exist' in result.stdout
     assert "SC2086" in result.stdout  # ShellCheck ran
+
+
+def test_ratio_gate_compares_every_implementation_with_its_reference():
+    """Per phase, device and workload, each registered variant against its reference (README, "Implementations
+    and workloads"); the published pair once, as python/cpp."""
+    def bench(impl, median, width=1):
+        saved = saved_bench("train_step", impl, median)
+        saved["extra_info"] |= {"width": width, "batch_size": 64}
+        saved["fullname"] += f"-{impl}-w{width}"
+        return saved
+
+    baseline = [bench("python", 2.0), bench("cpp", 1.0), bench("python-batched", 1.1), bench("cpp-batched", 1.0),
+                bench("python", 8.0, width=4), bench("cpp", 4.0, width=4)]
+    current = [bench("python", 2.0), bench("cpp", 1.0), bench("python-batched", 2.2), bench("cpp-batched", 1.0),
+               bench("python", 8.0, width=4), bench("cpp", 8.0, width=4)]
+    changes = {(change.impl, change.reference, change.workload): change for change in gate.ratio_changes(baseline, current)}
+    assert set(changes) == {("python", "cpp", ""), ("python-batched", "cpp-batched", ""), ("cpp-batched", "cpp", ""),
+                            ("python", "cpp", "w4-b64")}
+    assert changes["python-batched", "cpp-batched", ""].loser == "python-batched"
+    assert str(changes["python", "cpp", "w4-b64"]) == ("train_step on cpu, w4-b64: python/cpp median ratio 2.000 → "
+                                                       "1.000, cpp 100.0% slower relative to python")
