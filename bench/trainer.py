@@ -301,9 +301,9 @@ class Trainer:
     def batch_at(self, index: int):
         # A loader of its own: a persistent worker's iterator is shared, so iterating self.loader would
         # move the trainer's epoch.
-        for i, batch in enumerate(loaders.make(self.loader_kind, self.root, self.batch_size, self.device)):
+        for i, (images, labels) in enumerate(loaders.make(self.loader_kind, self.root, self.batch_size, self.device)):
             if i == index:
-                return batch
+                return images.cpu(), labels.cpu()  # on the device where the split lives there
         raise IndexError(f"batch {index} of an epoch of {len(self.loader)} batches")
 
     def train_steps(self, steps: int) -> list[float]:
