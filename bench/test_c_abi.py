@@ -53,11 +53,6 @@ def _with(options: cpp_lib.Options, **fields) -> cpp_lib.Options:
     return options
 
 
-def _sized(options: cpp_lib.Options, size: int) -> cpp_lib.Options:
-    """Options as a caller built from other sources would pass them (a shorter or longer struct)."""
-    return _with(options, struct_size=size)
-
-
 def _run_phase(lib, handle, phase) -> int:
     return lib.pb_run_phase(handle, phase, ctypes.byref(ctypes.c_int64()), ctypes.byref(cpp_lib.Result()))
 
@@ -101,7 +96,8 @@ def _probes() -> dict:
         "abi-version": (lambda c: c.lib.pb_abi_version(ctypes.byref(ctypes.c_int32())), None),
         "abi-version-null-output": (lambda c: c.lib.pb_abi_version(None), "null version output"),
         "create-null-options": (lambda c: _create(c.lib, None), "null options"),
-        "create-other-struct-size": (lambda c: _create(c.lib, _sized(_options(c.raw_dir), 8)),
+        # Options as a caller built from other sources would pass them.
+        "create-other-struct-size": (lambda c: _create(c.lib, _with(_options(c.raw_dir), struct_size=8)),
                                      "pb_options of 8 bytes, this library's has"),
         "create-unknown-loader": (lambda c: _create(c.lib, _with(_options(c.raw_dir), loader=b"prefetch")),
                                   "unknown loader 'prefetch': published or batched"),
