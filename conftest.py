@@ -1,305 +1,25 @@
-"""phasebench's pytest plugin: options, data, workers, and what every saved result records."""
+"""phasebench's fixtures: the settings, the C++ library, and the workers (README, "How it is built").
+
+The options and hooks live in bench/plugin.py, installed as a pytest plugin (README, "Options"); a
+checkout that was not installed loads it from here.
+"""
 
 from __future__ import annotations
 
-import os
-import platform
-import signal
-from dataclasses import dataclass, field
 from functools import partial
 
 import pytest
 
-from bench import build, data, gate, utilization
+from bench import build, implementations
 from bench.client import Worker, WorkerPool
-from bench.method import METHOD_VERSION
+from bench.workload import DEFAULT as DEFAULT_WORKLOAD, Workload
 
-pytest_plugins = ["bench.gate_plugin"]  # --phase-ratio-fail and baseline checks (README, "Baselines and CI gating")
-
-IMPLEMENTATIONS = ("python", "cpp")
-DEVICES = ("cpu", "cuda")
-RUN_ORDER = pytest.StashKey[int]()  # a test_phase case's place among the implementations of its phase
-COMMIT_ENV, DIRTY_ENV = "PHASEBENCH_COMMIT", "PHASEBENCH_DIRTY"  # for a copy without git history
-
-
-@dataclass
-class Settings:
-    """What the options resolved to; `config.phasebench`."""
-
-    impls: tuple[str, ...]
-    devices: tuple[str, ...]
-    threads: int
-    rounds: int
-    warmup_rounds: int
-    round_timeout: float
-    epochs: int  # what each training_run trains
-    run_rounds: int  # each training_run round is a fresh worker process
-    processes: int  # fresh workers per phase case; 1: the long-lived worker per implementation and device
-    source: data.DataSource | None
-    cuda_reason: str | None  # why cuda cases skip; None when a GPU is usable
-    machine: dict = field(default_factory=dict)
-    utilization: utilization.Monitor | None = None  # GPU/CPU samplers (bench/utilization.py)
-    slow: gate.SlowPhase | None = None  # the test-only PHASEBENCH_TEST_SLOW_PHASE knob
-
-    def worker_options(self, device: str, log_path: str, impl: str | None = None) -> dict:
-        options = {"root": self.source.root, "device": device, "threads": self.threads, "seed": 1,
-                   "log_path": log_path}
-        return options | (self.slow.trainer_options(impl) if self.slow else {})
-
-
-def pytest_addoption(parser):
-    group = parser.getgroup("phasebench", "phasebench: Python vs C++ training phases")
-    group.addoption("--impl", default=",".join(IMPLEMENTATIONS),
-                    help="implementations to run, comma-separated: python,cpp (default: both)")
-    group.addoption("--device", default=",".join(DEVICES),
-                    help="devices to run, comma-separated: cpu,cuda (default: both; cuda skips without a GPU)")
-    group.addoption("--threads", type=int, default=0,
-                    help="intra-op threads for both workers (default: what torch picks on this machine)")
-    group.addoption("--mnist-root", default="data", help="data folder (default: data/)")
-    group.addoption("--dataset", default="auto",
-                    help=f"data source: {', '.join(data.DATASET_CHOICES)} (default: auto, see README)")
-    group.addoption("--rounds", type=int, default=100, help="counted rounds per phase benchmark (default: 100)")
-    group.addoption("--warmup-rounds", type=int, default=10,
-                    help="uncounted rounds before them (default: 10)")
-    group.addoption("--processes", type=int, default=1,
-                    help="fresh worker processes per phase case, each timing its share of the rounds after its own "
-                         "warm-up, as pyperf does (default: 1, the long-lived worker of each implementation and device)")
-    group.addoption("--round-timeout", type=float, default=300.0,
-                    help="seconds a worker may take to answer one request before it is killed (default: 300)")
-    group.addoption("--epochs", type=int, default=1,
-                    help="epochs of each training_run (default: 1; 10 is the published run)")
-    group.addoption("--run-rounds", type=int, default=3,
-                    help="rounds of each training_run, each a fresh worker process (default: 3)")
-    group.addoption("--no-utilization", action="store_true",
-                    help="do not sample GPU and worker CPU utilization (extra_info gpu and cpu are null)")
-
-
-def _choices(config, option: str, valid: tuple[str, ...]) -> tuple[str, ...]:
-    value = config.getoption(option)
-    chosen = tuple(v.strip() for v in value.split(",") if v.strip())
-    bad = [v for v in chosen if v not in valid]
-    if bad or not chosen:
-        raise pytest.UsageError(f"--{option} {value!r}: valid values are {', '.join(valid)} (comma-separated)")
-    return chosen
-
-
-def _cuda_reason() -> str | None:
-    import torch
-
-    if not torch.cuda.is_available():
-        return "no usable GPU: torch.cuda.is_available() is False"
-    return None
-
-
-def _machine_info(settings: Settings) -> dict:
-    import torch
-    import torchvision
-
-    info = {
-        "method": METHOD_VERSION,  # bench/method.py: results of different methods are never compared
-        "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
-        "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "gpu": None,
-        "cpu": _cpu_model(),
-        "threads": settings.threads,
-        "dataset": settings.source.name if settings.source else None,
-        "dataset_path": settings.source.raw_dir if settings.source else None,
-        "dataset_origin": settings.source.origin if settings.source else None,
-        "rounds": settings.rounds,
-        "warmup_rounds": settings.warmup_rounds,
-        "processes": settings.processes,
-        "test_slow_phase": settings.slow.text if settings.slow else None,  # a slowed run never passes as a real one
-    }
-    if settings.cuda_reason is None:
-        info["gpu"] = {"name": torch.cuda.get_device_name(0), "driver": _driver_version()}
-    else:
-        info["gpu_unavailable"] = settings.cuda_reason
-    return info
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _driver_version() -> str | None:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return pynvml.nvmlSystemGetDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no NVML: the version stays unknown, nothing else depends on it
-        return None
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "needs_data: the test reads the workload's data")
-    impls = _choices(config, "impl", IMPLEMENTATIONS)
-    devices = _choices(config, "device", DEVICES)
-    dataset = config.getoption("dataset")
-    if dataset not in data.DATASET_CHOICES:
-        raise pytest.UsageError(f"--dataset {dataset!r}: valid values are {', '.join(data.DATASET_CHOICES)}")
-    for option in ("threads", "rounds", "warmup_rounds", "round_timeout", "epochs", "run_rounds", "processes"):
-        minimum = 1 if option in ("rounds", "epochs", "run_rounds", "processes") else 0
-        if config.getoption(option) < minimum:
-            raise pytest.UsageError(f"--{option.replace('_', '-')} must be at least {minimum}")
-    if config.option.help or config.option.collectonly:
-        source = None
-    else:
-        try:
-            source = data.resolve(dataset, config.getoption("mnist_root"))
-        except data.DataError as error:
-            raise pytest.UsageError(str(error)) from None
-    from bench.trainer import PHASE_NAMES
-
-    if os.environ.get(COMMIT_ENV) and os.environ.get(DIRTY_ENV) not in ("0", "1"):
-        raise pytest.UsageError(f"{COMMIT_ENV} needs {DIRTY_ENV}=0 (the tree it names was clean) or 1, "
-                                f"not {os.environ.get(DIRTY_ENV)!r}")
-    slow_text = os.environ.get(gate.SLOW_PHASE_ENV)
-    try:
-        slow = gate.parse_slow_phase(slow_text, PHASE_NAMES, IMPLEMENTATIONS) if slow_text else None
-    except ValueError as error:
-        raise pytest.UsageError(str(error)) from None
-    import torch
-
-    config.phasebench = Settings(
-        impls=impls, devices=devices,
-        threads=config.getoption("threads") or torch.get_num_threads(),
-        rounds=config.getoption("rounds"), warmup_rounds=config.getoption("warmup_rounds"),
-        round_timeout=config.getoption("round_timeout"),
-        epochs=config.getoption("epochs"), run_rounds=config.getoption("run_rounds"),
-        processes=config.getoption("processes"), source=source, cuda_reason=_cuda_reason(), slow=slow,
-    )
-    config.phasebench.machine = _machine_info(config.phasebench)
-    config.phasebench.utilization = utilization.Monitor(
-        sampling=not config.getoption("no_utilization"),
-        gpu_expected="cuda" in devices and config.phasebench.cuda_reason is None)
-    config.add_cleanup(config.phasebench.utilization.close)
-
-
-def pytest_report_header(config):
-    settings: Settings = config.phasebench
-    m = settings.machine
-    source = f"{settings.source.name} ({settings.source.raw_dir}; from {settings.source.origin})" if settings.source else "-"
-    gpu = m["gpu"]["name"] if m["gpu"] else f"none ({settings.cuda_reason})"
-    return [
-        f"phasebench: data {source}",
-        f"phasebench: torch {m['torch']}, torchvision {m['torchvision']}, CUDA {m['cuda']}, cuDNN {m['cudnn']}; "
-        f"GPU {gpu}; {settings.threads} intra-op threads; {settings.rounds} rounds after {settings.warmup_rounds} warm-up"
-        f"{f' over {settings.processes} fresh workers per case' if settings.processes > 1 else ''}; "
-        f"training_run: {settings.epochs} epoch(s), {settings.run_rounds} rounds",
-    ] + ([f"phasebench: TEST KNOB {gate.SLOW_PHASE_ENV}={settings.slow.text}: these timings are slowed on purpose"]
-         if settings.slow else [])
-
-
-def pytest_benchmark_update_commit_info(config, commit_info):
-    """A copy without git history (a borrowed GPU machine's) cannot see its commit: the commit id and
-    whether that tree was clean come in from where the copy was made (README, "What every saved result
-    carries"), and the result says so."""
-    commit = os.environ.get(COMMIT_ENV)
-    if not commit:
-        return
-    commit_info.update(id=commit, dirty=os.environ[DIRTY_ENV] == "1",
-                       commit_source=f"{COMMIT_ENV} (a copy without git history)")
-
-
-def pytest_benchmark_update_machine_info(config, machine_info):
-    machine_info["phasebench"] = config.phasebench.machine | {"gpu_sampling": config.phasebench.utilization.reason}
-
-
-@pytest.hookimpl(wrapper=True)  # after pytest-benchmark's tables, even when it raised "Performance has regressed"
-def pytest_terminal_summary(terminalreporter, config):
-    try:
-        return (yield)
-    finally:
-        lines = config.phasebench.utilization.summary_lines()
-        if lines:
-            terminalreporter.section("phasebench utilization: GPU busy % mean/max, worker CPU in cores", sep="-")
-            for line in lines:
-                terminalreporter.write_line(line)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item):
-    """Ctrl-C or SIGTERM in the middle of a benchmark: pytest-benchmark would save its cut-short rounds as a
-    result, or, with none yet, fail to save anything. Marked as an error, it is left out, as failed ones are,
-    and the cases that finished are saved (--benchmark-json, --benchmark-autosave)."""
-    try:
-        return (yield)
-    except KeyboardInterrupt:
-        benchmark = getattr(item, "funcargs", {}).get("benchmark")
-        if benchmark is not None:
-            benchmark.has_error = True
-        raise
-
-
-def _ignore_sigterm(signum, frame):
-    pass
-
-
-def pytest_sessionstart(session):
-    """SIGTERM (`kill`, `timeout`, a cancelled CI job) ends the run as Ctrl-C does: the finished cases are
-    saved, the workers stopped, the exit status 2 (README, "Faults and bad input")."""
-
-    def interrupt(signum, frame):
-        signal.signal(signal.SIGTERM, _ignore_sigterm)  # only the first one interrupts
-        raise KeyboardInterrupt("SIGTERM")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    session.config.add_cleanup(lambda: signal.signal(signal.SIGTERM, previous))
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest's report of the interrupt, which takes a while
-def pytest_keyboard_interrupt(excinfo):
-    # The run is ending and saving: a later SIGTERM (CI sends SIGINT, then SIGTERM) must not cut that short.
-    signal.signal(signal.SIGTERM, _ignore_sigterm)
-
-
-def pytest_collection_modifyitems(config, items):
-    settings: Settings = config.phasebench
-    _rotate_implementations(items, settings.impls)
-    for item in items:
-        params = getattr(item, "callspec", None) and item.callspec.params
-        if not params:
-            continue
-        if params.get("impl", settings.impls[0]) not in settings.impls:
-            item.add_marker(pytest.mark.skip(reason=f"--impl {','.join(settings.impls)} excludes {params['impl']}"))
-        if params.get("device", settings.devices[0]) not in settings.devices:
-            item.add_marker(pytest.mark.skip(reason=f"--device {','.join(settings.devices)} excludes {params['device']}"))
-
-
-def _rotate_implementations(items, impls: tuple[str, ...]) -> None:
-    """test_phase: which implementation runs first rotates from phase to phase, so that neither always
-    follows the other on the machine (README, "What is measured"). Each case's place is stashed."""
-    from bench.trainer import PHASE_NAMES
-
-    groups: dict[tuple, list[int]] = {}
-    for index, item in enumerate(items):
-        params = getattr(item, "callspec", None) and item.callspec.params
-        if getattr(item, "originalname", None) == "test_phase" and params and params["impl"] in impls:
-            groups.setdefault((params["phase"], params["device"]), []).append(index)
-    for (phase, _), slots in groups.items():
-        shift = PHASE_NAMES.index(phase) if phase in PHASE_NAMES else 0
-        ranked = sorted((items[slot] for slot in slots),
-                        key=lambda item: (impls.index(item.callspec.params["impl"]) - shift) % len(impls))
-        for order, (slot, item) in enumerate(zip(slots, ranked)):
-            items[slot] = item
-            item.stash[RUN_ORDER] = order
+pytest_plugins = ["bench.plugin"]  # already registered under this name when installed (pyproject.toml)
 
 
 @pytest.fixture(scope="session")
-def settings(pytestconfig) -> Settings:
+def settings(pytestconfig):
+    """What the options resolved to (bench.plugin.Settings)."""
     return pytestconfig.phasebench
 
 
@@ -316,8 +36,9 @@ def cpp_library() -> str:
 def worker_pool(settings, tmp_path_factory):
     logs = tmp_path_factory.mktemp("progress-logs")
 
-    def make(impl: str, device: str, library: str | None) -> Worker:
-        options = settings.worker_options(device, log_path=str(logs / f"{impl}-{device}.log"), impl=impl)
+    def make(impl: str, device: str, workload: Workload, library: str | None) -> Worker:
+        log = logs / f"{'-'.join(filter(None, (impl, device, workload.id)))}.log"
+        options = settings.worker_options(device, log_path=str(log), impl=impl, workload=workload)
         return Worker(impl, device, options, settings.round_timeout, library)
 
     pool = WorkerPool(make)
@@ -329,27 +50,29 @@ def _library_or_skip(request, settings: Settings, impl: str, device: str) -> str
     """The C++ library a worker of that pair loads (None for python); skips what cannot run here."""
     if device == "cuda" and settings.cuda_reason:
         pytest.skip(settings.cuda_reason)
-    return request.getfixturevalue("cpp_library") if impl == "cpp" else None
+    return request.getfixturevalue("cpp_library") if implementations.get(impl).language == "cpp" else None
 
 
 @pytest.fixture
 def worker_for(request, settings, worker_pool):
-    """worker_for(impl, device): the long-lived worker for that pair, skipping what cannot run here."""
+    """worker_for(impl, device, workload=the published one): the long-lived worker for that case, skipping
+    what cannot run here."""
 
-    def get(impl: str, device: str) -> Worker:
-        return worker_pool.get(impl, device, _library_or_skip(request, settings, impl, device))
+    def get(impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD) -> Worker:
+        return worker_pool.get(impl, device, workload, _library_or_skip(request, settings, impl, device))
 
     return get
 
 
 @pytest.fixture
 def new_worker(request, settings, tmp_path):
-    """new_worker(impl, device) -> spawn: each spawn() starts a worker process of that pair of its own,
-    made as the pool's are, that the caller stops; skips what cannot run here."""
+    """new_worker(impl, device, workload=the published one) -> spawn: each spawn() starts a worker process of
+    that case of its own, made as the pool's are, that the caller stops; skips what cannot run here."""
 
-    def spawner(impl: str, device: str):
+    def spawner(impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD):
         library = _library_or_skip(request, settings, impl, device)
-        options = settings.worker_options(device, log_path=str(tmp_path / f"{impl}-{device}.log"), impl=impl)
+        options = settings.worker_options(device, log_path=str(tmp_path / f"{impl}-{device}.log"), impl=impl,
+                                          workload=workload)
         return partial(Worker, impl, device, options, settings.round_timeout, library)
 
     return spawner

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from bench import build
+from bench import build, implementations
+from bench.workload import DEFAULT as DEFAULT_WORKLOAD, Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 # A sanitizer report runs from "==PID==ERROR: AddressSanitizer: ..." to "==PID==ABORTING"; its cause is at
@@ -74,7 +75,9 @@ class Worker:
         self.impl, self.device, self.timeout = impl, device, timeout
         self.log = tempfile.NamedTemporaryFile(prefix=f"phasebench-{impl}-{device}-", suffix=".log", delete=False)
         read_fd, write_fd = os.pipe()
-        command = [sys.executable, "-m", "bench.worker", "--impl", impl, "--reply-fd", str(write_fd)]
+        language = implementations.get(impl).language
+        command = [sys.executable, "-m", "bench.worker", "--impl", impl, "--language", language,
+                   "--reply-fd", str(write_fd)]
         if library:
             command += ["--library", library]
         self.started_ns = time.perf_counter_ns()
@@ -188,18 +191,19 @@ class Worker:
 
 
 class WorkerPool:
-    """Long-lived workers, one per (implementation, device); a dead one is replaced on next use."""
+    """Long-lived workers, one per (implementation, device, workload); a dead one is replaced on next use."""
 
     def __init__(self, make_worker):
-        self.make_worker = make_worker
-        self.workers: dict[tuple[str, str], Worker] = {}
+        self.make_worker = make_worker  # (impl, device, workload, library) -> Worker
+        self.workers: dict[tuple[str, str, Workload], Worker] = {}
 
-    def get(self, impl: str, device: str, library: str | None = None) -> Worker:
-        worker = self.workers.get((impl, device))
+    def get(self, impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD, library: str | None = None) -> Worker:
+        key = (impl, device, workload)
+        worker = self.workers.get(key)
         if worker is None or not worker.alive():
             if worker is not None:
                 worker.close()
-            worker = self.workers[(impl, device)] = self.make_worker(impl, device, library)
+            worker = self.workers[key] = self.make_worker(impl, device, workload, library)
         return worker
 
     def stop_all(self) -> None:

@@ -8,12 +8,13 @@ import math
 from array import array
 
 PB_OK = 0
-MAX_BATCH = 64
+PB_ABI_VERSION = 2  # cpp/phasebench.h: these bindings' structs and signatures
 IMAGE_FLOATS = 28 * 28
 
 
 class Options(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_int64),
         ("data_root", ctypes.c_char_p),
         ("device", ctypes.c_char_p),
         ("log_path", ctypes.c_char_p),
@@ -22,7 +23,13 @@ class Options(ctypes.Structure):
         ("dropout", ctypes.c_double),
         ("slow_phase", ctypes.c_char_p),
         ("slow_ns", ctypes.c_int64),
+        ("width", ctypes.c_int64),
+        ("batch_size", ctypes.c_int64),
+        ("loader", ctypes.c_char_p),
     ]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(ctypes.sizeof(Options), *args, **kwargs)
 
 
 class Result(ctypes.Structure):
@@ -37,6 +44,7 @@ class Result(ctypes.Structure):
         ("leftovers", ctypes.c_int32),
         ("on_device", ctypes.c_int32),
         ("matches_host", ctypes.c_int32),
+        ("resident", ctypes.c_int32),
         ("nonzero_grads", ctypes.c_int32),
         ("zero_before", ctypes.c_int32),
         ("distinct", ctypes.c_int32),
@@ -48,7 +56,7 @@ class Result(ctypes.Structure):
 
 # The product's checks as bench.trainer.product names them: (field, kind); -1 or NaN is "none".
 _CHECKS = {"batch": ("batch_index", int), "leftovers": ("leftovers", int), "on_device": ("on_device", bool),
-           "matches_host": ("matches_host", bool), "nonzero_grads": ("nonzero_grads", int),
+           "matches_host": ("matches_host", bool), "resident": ("resident", bool), "nonzero_grads": ("nonzero_grads", int),
            "zero_before": ("zero_before", bool), "distinct": ("distinct", bool),
            "recompute_error": ("recompute_error", float), "update_error": ("update_error", float),
            "moved": ("moved", float)}
@@ -61,6 +69,7 @@ class CppError(RuntimeError):
 _P = ctypes.c_void_p
 _I64P = ctypes.POINTER(ctypes.c_int64)
 _SIGNATURES = {
+    "pb_abi_version": [ctypes.POINTER(ctypes.c_int32)],
     "pb_create": [ctypes.POINTER(Options), ctypes.POINTER(_P)],
     "pb_destroy": [_P],
     "pb_phase_names": [_P, ctypes.c_char_p, ctypes.c_int64],
@@ -76,11 +85,18 @@ _SIGNATURES = {
     "pb_train_steps": [_P, ctypes.c_int64, ctypes.POINTER(ctypes.c_double)],
     "pb_evaluate": [_P, ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double)],
     "pb_train": [_P, ctypes.c_int32, ctypes.c_int32, _I64P, ctypes.c_int64, _I64P, _I64P, _I64P],
+    "pb_peak_device_memory": [_P, _I64P],
 }
 
 
 def load(path: str) -> ctypes.CDLL:
     lib = ctypes.CDLL(path)
+    # A library from other sources would misread the option and result structs: refuse it first.
+    version = ctypes.c_int32(-1)
+    if not hasattr(lib, "pb_abi_version") or lib.pb_abi_version(ctypes.byref(version)) != PB_OK \
+            or version.value != PB_ABI_VERSION:
+        found = "no pb_abi_version" if not hasattr(lib, "pb_abi_version") else f"ABI version {version.value}"
+        raise CppError(f"{path}: {found}, these bindings need ABI version {PB_ABI_VERSION}; rebuild it from cpp/")
     for name, argtypes in _SIGNATURES.items():
         function = getattr(lib, name)
         function.argtypes, function.restype = argtypes, ctypes.c_int
@@ -105,12 +121,14 @@ class CppTrainer:
     """The C++ trainer behind the same methods as bench.trainer.Trainer (as the worker uses them)."""
 
     def __init__(self, lib: ctypes.CDLL, root: str, device: str = "cpu", threads: int = 0, seed: int = 1,
-                 log_path: str | None = None, dropout: float = 0.5, slow_phase: str = "", slow_ns: int = 0):
+                 log_path: str | None = None, dropout: float = 0.5, slow_phase: str = "", slow_ns: int = 0,
+                 width: int = 1, batch_size: int = 64, loader: str = "published"):
         self.lib = lib
+        self.batch_size = batch_size
         # LibTorch's MNIST reads the IDX files straight from the folder it is given.
         self._options = Options(f"{root}/MNIST/raw".encode(), device.encode(),
                                 log_path.encode() if log_path else None, threads, seed, dropout,
-                                slow_phase.encode(), slow_ns)
+                                slow_phase.encode(), slow_ns, width, batch_size, loader.encode())
         self.handle = _P()
         self._call("pb_create", ctypes.byref(self._options), ctypes.byref(self.handle))
 
@@ -171,10 +189,10 @@ class CppTrainer:
         return count.value
 
     def batch_at(self, index: int) -> tuple[array, list[int]]:
-        images = (ctypes.c_float * (MAX_BATCH * IMAGE_FLOATS))()
-        labels = (ctypes.c_int64 * MAX_BATCH)()
+        images = (ctypes.c_float * (self.batch_size * IMAGE_FLOATS))()
+        labels = (ctypes.c_int64 * self.batch_size)()
         size = ctypes.c_int64()
-        self._call("pb_get_batch", self.handle, index, images, labels, MAX_BATCH, ctypes.byref(size))
+        self._call("pb_get_batch", self.handle, index, images, labels, self.batch_size, ctypes.byref(size))
         n = size.value
         return array("f", images[: n * IMAGE_FLOATS]), list(labels[:n])
 
@@ -195,3 +213,9 @@ class CppTrainer:
         self._call("pb_train", self.handle, epochs, int(synchronize), totals, len(names),
                    ctypes.byref(steps), ctypes.byref(loop_ns), ctypes.byref(cpu_ns))
         return dict(zip(names, totals)), steps.value, loop_ns.value, cpu_ns.value
+
+    def peak_device_memory(self) -> int | None:
+        """Peak bytes allocated on the device since train() began; None on cpu."""
+        peak = ctypes.c_int64()
+        self._call("pb_peak_device_memory", self.handle, ctypes.byref(peak))
+        return None if peak.value < 0 else peak.value

@@ -1,5 +1,6 @@
 """Regression gating beyond pytest-benchmark's own --benchmark-compare-fail (README, "Baselines and CI gating"):
-the python/cpp median ratio per phase, baselines checked before anything runs, and the test-only knob
+per phase, device and workload, the median ratio of every implementation to the one the registry names as its
+reference (python/cpp for the published pair), baselines checked before anything runs, and the test-only knob
 that slows one phase on purpose to prove that the gates fail.
 
     python -m bench.gate BASELINE.json RESULT.json
@@ -16,7 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import method
+from bench import implementations, method, workload
 
 SLOW_PHASE_ENV = "PHASEBENCH_TEST_SLOW_PHASE"
 _NS_PER_UNIT = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -89,7 +90,7 @@ def machine_info_differences(current, saved, prefix: str = "") -> list[str]:
     return [] if current == saved else [f"{prefix.rstrip('.')}: {saved!r} → {current!r}"]
 
 
-# -- the python/cpp ratio -----------------------------------------------------------------------
+# -- the ratio of each implementation to its reference ---------------------------------------------
 
 def change_either_way(before: float, after: float) -> float:
     """How much larger the larger figure is than the smaller, in percent: a slowdown and the speed-up
@@ -97,16 +98,35 @@ def change_either_way(before: float, after: float) -> float:
     return (max(before, after) / min(before, after) - 1) * 100
 
 
-def phase_medians(benchmarks) -> dict[tuple[str, str], dict[str, float]]:
-    """{(phase, device): {implementation: median seconds}} from saved benchmarks (pytest-benchmark's JSON).
+def case_key(bench: dict) -> tuple[str, str, str, str] | None:
+    """(phase, implementation, device, workload id) of a saved benchmark, from its extra_info; None for what
+    is not a phasebench case. The one place that turns a result into its key (bench.report uses it too);
+    results saved before workloads existed are of the published workload, id ''."""
+    info = bench.get("extra_info") or {}
+    if not {"phase", "device", "implementation"} <= info.keys():
+        return None
+    return info["phase"], info["implementation"], info["device"], workload.of_info(info).id
+
+
+def ratio_pairs(names) -> list[tuple[str, str]]:
+    """(implementation, the one it is compared with) for every registered implementation among `names` whose
+    counterpart is there too: each variant with its reference, the published pair once as python/cpp."""
+    present = set(names)
+    return [(impl.name, impl.pair) for impl in implementations.REGISTRY
+            if impl.name in present and impl.pair in present and (impl.reference or impl.language == "python")]
+
+
+def phase_medians(benchmarks) -> dict[tuple[str, str, str], dict[str, float]]:
+    """{(phase, device, workload id): {implementation: median seconds}} from saved benchmarks.
 
     worker_overhead is left out: it is our messaging, not training, and its python/cpp ratio moved 71%
     between two runs of an unchanged tree (README, "Noise")."""
-    medians: dict[tuple[str, str], dict[str, float]] = {}
+    medians: dict[tuple[str, str, str], dict[str, float]] = {}
     for bench in benchmarks:
-        info = bench.get("extra_info") or {}
-        if {"phase", "device", "implementation"} <= info.keys() and info["phase"] != "worker_overhead":
-            medians.setdefault((info["phase"], info["device"]), {})[info["implementation"]] = bench["stats"]["median"]
+        key = case_key(bench)
+        if key and key[0] != "worker_overhead":
+            phase, impl, device, workload_id = key
+            medians.setdefault((phase, device, workload_id), {})[impl] = bench["stats"]["median"]
     return medians
 
 
@@ -114,13 +134,16 @@ def phase_medians(benchmarks) -> dict[tuple[str, str], dict[str, float]]:
 class RatioChange:
     phase: str
     device: str
-    before: float  # python median / cpp median in the baseline
+    before: float  # impl median / reference median in the baseline
     after: float  # and in this run
+    workload: str = ""  # its id; '' for the published workload
+    impl: str = "python"
+    reference: str = "cpp"
 
     @property
     def loser(self) -> str:
         """The implementation that became slower relative to the other."""
-        return "python" if self.after > self.before else "cpp"
+        return self.impl if self.after > self.before else self.reference
 
     @property
     def percent(self) -> float:
@@ -128,21 +151,26 @@ class RatioChange:
         return change_either_way(self.before, self.after)
 
     def __str__(self) -> str:
-        other = "cpp" if self.loser == "python" else "python"
-        return (f"{self.phase} on {self.device}: python/cpp median ratio {self.before:.3f} → {self.after:.3f}, "
-                f"{self.loser} {self.percent:.1f}% slower relative to {other}")
+        other = self.reference if self.loser == self.impl else self.impl
+        where = f"{self.device}, {self.workload}" if self.workload else self.device
+        return (f"{self.phase} on {where}: {self.impl}/{self.reference} median ratio {self.before:.3f} → "
+                f"{self.after:.3f}, {self.loser} {self.percent:.1f}% slower relative to {other}")
 
 
 def ratio_changes(baseline, current) -> list[RatioChange]:
-    """Every (phase, device) that has a python and a cpp median in both, largest change first."""
+    """Every (phase, device, workload) and implementation whose median and its reference's are in both,
+    largest change first (README, "Baselines and CI gating")."""
     before, after = phase_medians(baseline), phase_medians(current)
     changes = []
     for key in before.keys() & after.keys():
-        pairs = before[key], after[key]
-        if all(medians.get("python") and medians.get("cpp") for medians in pairs):
-            ratio_before, ratio_after = (medians["python"] / medians["cpp"] for medians in pairs)
-            changes.append(RatioChange(*key, ratio_before, ratio_after))
-    return sorted(changes, key=lambda change: (-change.percent, change.phase, change.device))
+        phase, device, workload_id = key
+        for impl, reference in ratio_pairs(before[key].keys() & after[key].keys()):
+            pairs = before[key], after[key]
+            if all(medians[impl] and medians[reference] for medians in pairs):
+                ratio_before, ratio_after = (medians[impl] / medians[reference] for medians in pairs)
+                changes.append(RatioChange(phase, device, ratio_before, ratio_after, workload_id, impl, reference))
+    return sorted(changes, key=lambda change: (-change.percent, change.phase, change.device, change.workload,
+                                               change.impl))
 
 
 def gate_failures(baselines: dict, current: list[dict], ratio_limit: int | None) -> list[str]:
@@ -158,7 +186,8 @@ def gate_failures(baselines: dict, current: list[dict], ratio_limit: int | None)
         elif ratio_limit is not None:
             changes = ratio_changes(list(baseline.values()), current)
             if not changes:
-                failures.append(f"--phase-ratio-fail: no phase has python and cpp medians both here and in {path}")
+                failures.append(f"--phase-ratio-fail: no phase has python and cpp medians, nor any implementation and its "
+                                f"reference, both here and in {path}")
             failures += [f"{change}, over the {ratio_limit}% limit (baseline {path})"
                          for change in changes if change.percent > ratio_limit]
     return failures
@@ -194,10 +223,10 @@ def main(argv=None) -> int:
     for name, old, new in medians:
         print(f"  {change_either_way(old, new):8.1f}%  {name}: {old * 1e6:.1f} → {new * 1e6:.1f} µs")
     ratios = ratio_changes(baseline, result)
-    print("python/cpp ratio change, largest first:")
+    print("implementation/reference ratio change, largest first:")
     for change in ratios:
         print(f"  {change.percent:8.1f}%  {change}")
-    largest_ratio = f"{ratios[0].percent:.1f}%" if ratios else "none (no phase has both implementations)"
+    largest_ratio = f"{ratios[0].percent:.1f}%" if ratios else "none (no phase has an implementation and its reference)"
     name, old, new = medians[0]
     print(f"largest median change {change_either_way(old, new):.1f}% ({name}); largest ratio change {largest_ratio}")
     return 0

@@ -1,7 +1,9 @@
-"""The pytest side of regression gating (bench/gate.py; README, "Baselines and CI gating"), loaded by conftest.py.
+"""The pytest side of regression gating (bench/gate.py; README, "Baselines and CI gating"), loaded by
+bench/plugin.py.
 
 pytest-benchmark compares and fails on its own (--benchmark-compare, --benchmark-compare-fail). This adds:
-- --phase-ratio-fail=X%: fail when a phase's python/cpp median ratio moved more than X% from the baseline's;
+- --phase-ratio-fail=X%: fail when the median ratio of an implementation to its reference (python/cpp for the
+  published pair) moved more than X% from the baseline's, per phase, device and workload;
 - a baseline that is missing or unreadable, or was measured by another method (bench/method.py), stops the
   run before it starts, in one line naming the file
   (pytest-benchmark only warns, runs everything, then fails with a traceback, or compares nothing);
@@ -25,8 +27,9 @@ _FAILURES = pytest.StashKey[list]()
 def pytest_addoption(parser):
     parser.getgroup("phasebench").addoption(
         "--phase-ratio-fail", type=gate.parse_percent, metavar="X%",
-        help="with --benchmark-compare: fail when a phase's python/cpp median ratio moved more than X%% from "
-             "the baseline's, either way (the figure varies less across machines than the medians)")
+        help="with --benchmark-compare: fail when the median ratio of an implementation to its reference "
+             "(python/cpp for the published pair) moved more than X%% from the baseline's, per phase, device and "
+             "workload, either way (the figure varies less across machines than the medians)")
 
 
 def _benchmark_session(config):

@@ -16,10 +16,16 @@ block per table, a blank line between, a device column first):
 2. Per phase, from the test_phase benchmarks: median, median net of the worker's timer floor and IQR
    per implementation, the same difference on the net medians, the phase's own CPU use, and the
    GPU and worker CPU during the whole benchmark where they were recorded.
-Cases the result lacks (cpp skipped, cuda skipped) are shown as "not run", with the reason where
-the result records one. Beside each table file it writes a chart: per phase, Python vs C++ medians
-with their IQR, one panel per device. Both go into --out, named after the result; their paths are
-printed on stderr.
+3. Every implementation the result holds (README, "Implementations and workloads"), per device and
+   workload: each phase's median per implementation and its ratio to the implementation the registry
+   names as its reference; the findings drawn from them in sentences (the language's and the design's
+   share of the data-loading gap, what batching gives in each language, the train_step ratio per
+   workload); and the peak memory of each training run.
+Tables 1 and 2 are of the published pair on the published workload. Cases the result lacks (cpp
+skipped, cuda skipped) are shown as "not run", with the reason where the result records one. Beside
+each table file it writes two charts: per phase, Python vs C++ medians with their IQR, one panel per
+device; and the train_step ratio of each implementation to its reference against the Net's width, one
+line per batch size. All go into --out, named after the result; their paths are printed on stderr.
 """
 
 from __future__ import annotations
@@ -35,9 +41,14 @@ from pathlib import Path
 from pytest_benchmark.logger import Logger
 from pytest_benchmark.utils import get_machine_id, load_storage
 
+from bench import implementations
+from bench.gate import case_key, ratio_pairs
+from bench.implementations import DEVICES
 from bench.method import METHOD_VERSION, method_of
 from bench.trainer import PHASES  # the row labels: the one list of phases
-from conftest import DEVICES, IMPLEMENTATIONS
+from bench.workload import Workload
+
+IMPLEMENTATIONS = implementations.DEFAULT_IMPLS  # the published pair, whose tables follow the published shape
 
 NOT_RUN = "not run"
 COLUMN_NAMES = {"python": "Python", "cpp": "CPP"}  # the published table's spelling
@@ -86,18 +97,19 @@ def read_result(path: Path) -> dict:
     return result
 
 
+def all_cases(result: dict) -> dict[tuple[str, str, str, str], dict]:
+    """(phase, implementation, device, workload id) -> benchmark (bench.gate.case_key)."""
+    return {key: bench for bench in result["benchmarks"] if (key := case_key(bench))}
+
+
 def by_case(result: dict) -> dict[tuple[str, str, str], dict]:
-    """(phase, implementation, device) -> benchmark, from the extra_info each benchmark records."""
-    cases = {}
-    for bench in result["benchmarks"]:
-        info = bench.get("extra_info") or {}
-        if all(key in info for key in ("phase", "implementation", "device")):
-            cases[info["phase"], info["implementation"], info["device"]] = bench
-    return cases
+    """(phase, implementation, device) -> benchmark, of the published workload: what the published tables read."""
+    return {(phase, impl, device): bench for (phase, impl, device, workload_id), bench in all_cases(result).items()
+            if not workload_id}
 
 
 def devices_of(cases: dict) -> list[str]:
-    return list(DEVICES) + sorted({device for _, _, device in cases} - set(DEVICES))
+    return list(DEVICES) + sorted({key[2] for key in cases} - set(DEVICES))
 
 
 def absent_reason(result: dict, device: str) -> str:
@@ -278,18 +290,136 @@ def describe(path: Path, result: dict) -> str:
     return text
 
 
+# --- every implementation and workload ------------------------------------------------------------
+
+def workloads_of(cases: dict, device: str) -> list[str]:
+    """The workload ids the result holds on a device, the published one first, then by width and batch size."""
+    ids = {key[3] for key in cases if key[2] == device}
+    return sorted(ids, key=lambda wid: (wid != "", workload_of_id(wid)))
+
+
+def workload_of_id(workload_id: str) -> Workload:
+    if not workload_id:
+        return Workload()
+    width, batch = workload_id.split("-")
+    return Workload(int(width[1:]), int(batch[1:]))
+
+
+def impls_of(cases: dict) -> list[str]:
+    """The implementations the result holds, in registry order (unknown names last)."""
+    present = {key[1] for key in cases}
+    return [name for name in implementations.NAMES if name in present] + sorted(present - set(implementations.NAMES))
+
+
+def median_ms(cases: dict, phase: str, impl: str, device: str, workload_id: str = "") -> float | None:
+    bench = cases.get((phase, impl, device, workload_id))
+    return bench["stats"]["median"] * 1e3 if bench else None
+
+
+def implementations_table(cases: dict, device: str, workload_id: str) -> Table:
+    """Per phase, every implementation's median and each one's ratio to its reference."""
+    present = [impl for impl in impls_of(cases) if any(key[1:] == (impl, device, workload_id) for key in cases)]
+    pairs = ratio_pairs(present)
+    table = Table(f"Every implementation on {device}, {workload_of_id(workload_id).label}: median per call (ms), "
+                  f"and each implementation against its reference", [("Phase", "")])
+    table.columns += [(f"{impl} (ms)", ".4f") for impl in present]
+    table.columns += [(f"{impl} / {reference}", ".2f") for impl, reference in pairs]
+    for phase in PHASES:
+        medians = {impl: median_ms(cases, phase.name, impl, device, workload_id) for impl in present}
+        if not any(value is not None for value in medians.values()):
+            continue
+        ratios = [medians[impl] / medians[reference] if medians[impl] and medians[reference] else None
+                  for impl, reference in pairs]
+        table.rows.append([phase.label] + [NOT_RUN if value is None else value for value in medians.values()] + ratios)
+    notes = {implementations.get(impl).notes.get(device) for impl in present if impl in implementations.BY_NAME}
+    table.notes = sorted(note for note in notes if note)
+    return table
+
+
+def memory_table(cases: dict, device: str) -> Table:
+    """The peak memory of each training run (README, "Implementations and workloads")."""
+    table = Table(f"Peak memory of the training runs on {device}: the worker's resident memory"
+                  + (", and the device memory allocated" if device != "cpu" else "") + " (MiB, median of the runs)",
+                  [("Implementation", ""), ("Workload", ""), ("Peak resident (MiB)", ".0f")]
+                  + ([("Peak allocated on the device (MiB)", ".0f")] if device != "cpu" else []))
+    for (phase, impl, case_device, workload_id), bench in sorted(
+            cases.items(), key=lambda item: (impls_of(cases).index(item[0][1]), workload_of_id(item[0][3]))):
+        info = bench.get("extra_info") or {}
+        if phase != "training_run" or case_device != device or info.get("peak_rss_median_bytes") is None:
+            continue
+        row = [impl, workload_of_id(workload_id).label, info["peak_rss_median_bytes"] / 2**20]
+        if device != "cpu":
+            peak = info.get("peak_device_median_bytes")
+            row.append(None if peak is None else peak / 2**20)
+        table.rows.append(row)
+    if not table.rows:
+        table.notes.append("no training run with memory figures in this result")
+    return table
+
+
+def findings(cases: dict, device: str) -> list[str]:
+    """What the run says, in sentences drawn from its medians; a sentence whose cases are missing is left out."""
+    sentences = []
+    med = lambda phase, impl, wid="": median_ms(cases, phase, impl, device, wid)  # noqa: E731
+    python, tensor, cpp = (med("data_loading", impl) for impl in ("python", "python-tensor", "cpp"))
+    if None not in (python, tensor, cpp) and python > cpp:
+        gap = python - cpp
+        design, language = python - tensor, tensor - cpp
+        sentences.append(
+            f"Data loading on {device}: python takes {python:.3f} ms a batch and cpp {cpp:.3f} ms, a gap of {gap:.3f} ms. "
+            f"python-tensor, LibTorch's loader design written in Python, takes {tensor:.3f} ms, so the design "
+            f"(torchvision's per-image PIL round trip against a split converted once) accounts for {design:.3f} ms "
+            f"({design / gap:.0%}) of the gap, and the language with the DataLoader's own machinery (sampler, "
+            f"fetcher, collate) for {language:.3f} ms ({language / gap:.0%}).")
+    for language_name, published, batched in (("Python", "python", "python-batched"), ("C++", "cpp", "cpp-batched")):
+        before, after = med("data_loading", published), med("data_loading", batched)
+        step_before, step_after = med("train_step", published), med("train_step", batched)
+        if before is not None and after:
+            text = (f"Batching in {language_name} on {device} ({batched}: each batch a slice of the split normalized "
+                    f"once) takes data_loading from {before:.4f} to {after:.4f} ms ({before / after:.0f}× less)")
+            if step_before is not None and step_after:
+                text += f", and train_step from {step_before:.3f} to {step_after:.3f} ms ({step_before / step_after:.2f}×)"
+            sentences.append(text + ".")
+    update = {impl: med("param_update", impl) for impl in ("python", "python-foreach", "python-fused", "cpp")}
+    if update["python"] is not None and any(update[impl] is not None for impl in ("python-foreach", "python-fused")):
+        sentences.append(f"param_update on {device}: " + ", ".join(f"{impl} {value:.4f} ms" for impl, value in update.items()
+                                                                  if value is not None) + ".")
+    workers, published = med("data_loading", "python-workers"), med("data_loading", "python")
+    if workers is not None and published is not None:
+        sentences.append(f"data_loading on {device} with one persistent DataLoader worker (python-workers) is "
+                         f"{workers:.3f} ms against {published:.3f} ms in the main process (python): what the main "
+                         f"process waits for a batch the worker prepared.")
+    for workload_id in workloads_of(cases, device):
+        ratios = []
+        for impl, reference in ratio_pairs(impls_of(cases)):
+            a, b = med("train_step", impl, workload_id), med("train_step", reference, workload_id)
+            if a is not None and b:
+                ratios.append(f"{impl}/{reference} {a / b:.2f}× ({a:.3f} against {b:.3f} ms)")
+        if ratios:
+            sentences.append(f"train_step on {device}, {workload_of_id(workload_id).label}: " + "; ".join(ratios) + ".")
+    return sentences
+
+
 def render(path: Path, result: dict, style: str) -> tuple[str, list[str]]:
     """The report's text, and for CSV the notes it cannot carry (for stderr)."""
-    cases = by_case(result)
+    cases, every = by_case(result), all_cases(result)
     markdown_parts, csv_parts, notes = [f"## {path.name}", "", describe(path, result), ""], [], []
-    for device in devices_of(cases):
+    for device in devices_of(every):
         markdown_parts += [f"### {device}", ""]
-        if not any(case_device == device for _, _, case_device in cases):
+        if not any(key[2] == device for key in every):
             note = f"{device}: {NOT_RUN} ({absent_reason(result, device)})"
             markdown_parts += [note + ".", ""]
             notes.append(note)
             continue
         tables = [run_table(cases, device, method_of(result)), phase_table(cases, device)]
+        beyond = len(impls_of(every)) > 2 or any(key[3] for key in every)
+        if beyond:  # more than the published pair on the published workload
+            sentences = findings(every, device)
+            if sentences:
+                markdown_parts += [f"**Findings on {device}**", ""] + [f"- {sentence}" for sentence in sentences] + [""]
+            tables += [implementations_table(every, device, wid) for wid in workloads_of(every, device)]
+        if any(key[0] == "training_run" and key[2] == device for key in every):
+            tables.append(memory_table(every, device))
         markdown_parts += [markdown(table) for table in tables]
         csv_parts += [csv_block(table, device) for table in tables if table.rows]
         notes += [f"{device}: {note}" for table in tables for note in table.notes]
@@ -350,6 +480,47 @@ def chart(path: Path, result: dict, title: str) -> None:
     plt.close(figure)
 
 
+def scaling_chart(path: Path, result: dict, title: str) -> bool:
+    """train_step: each implementation's median over its reference's against the Net's width, one line per
+    (pair, batch size), one panel per device; False (and no file) when the result has no such pair."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = all_cases(result)
+    panels = {}
+    for device in devices_of(cases):
+        lines = {}
+        for impl, reference in ratio_pairs(impls_of(cases)):
+            for workload_id in workloads_of(cases, device):
+                a, b = (median_ms(cases, "train_step", name, device, workload_id) for name in (impl, reference))
+                if a is not None and b:
+                    workload = workload_of_id(workload_id)
+                    lines.setdefault((impl, reference, workload.batch_size), []).append((workload.width, a / b))
+        if lines:
+            panels[device] = lines
+    if not panels:
+        return False
+    figure, axes = plt.subplots(1, len(panels), squeeze=False, figsize=(6.5 * len(panels), 4.8))
+    for axis, (device, lines) in zip(axes[0], panels.items()):
+        for (impl, reference, batch_size), points in sorted(lines.items()):
+            widths, ratios = zip(*sorted(points))
+            axis.plot(widths, ratios, marker="o", label=f"{impl} / {reference}, batch {batch_size}")
+        axis.axhline(1.0, color="grey", linewidth=0.8)
+        axis.set_xscale("log", base=2)
+        axis.set_xlabel("width (every hidden size × W)")
+        axis.set_ylabel("train_step median ratio")
+        axis.set_title(device, loc="left", fontweight="bold")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize="small", frameon=False)
+    figure.suptitle(f"{title}\nabove 1: the implementation is slower than its reference")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n\n")[0],
                                      epilog="See the module's docstring or the README for what the tables hold.")
@@ -374,9 +545,13 @@ def main(argv: list[str] | None = None) -> int:
         chart_path = args.out / f"{path.stem}.png"
         saved = str(result.get("datetime", "?"))[:16].replace("T", " ")
         chart(chart_path, result, f"phasebench per-phase times, Python vs C++ (result saved {saved})")
+        scaling_path = args.out / f"{path.stem}-workloads.png"
+        scaled = scaling_chart(scaling_path, result, f"phasebench train_step against its reference by workload "
+                                                     f"(result saved {saved})")
         for note in notes:
             print(f"bench.report: {note}", file=sys.stderr)
-        print(f"table: {table_path}\nchart: {chart_path}", file=sys.stderr)
+        print(f"table: {table_path}\nchart: {chart_path}" + (f"\nchart: {scaling_path}" if scaled else ""),
+              file=sys.stderr)
     return 0
 
 

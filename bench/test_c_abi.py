@@ -29,7 +29,8 @@ from bench.client import ROOT, describe_exit
 PB_ERROR = 1  # phasebench.h
 PARAM_COUNT = 21840  # the Net's parameters
 EPOCH_BATCHES = 938
-SESSION_FUNCTIONS = [name for name in cpp_lib._SIGNATURES if name != "pb_create"]
+SESSION_FUNCTIONS = [name for name in cpp_lib._SIGNATURES if name not in ("pb_create", "pb_abi_version")]
+BATCH = 64
 
 
 def _call_with_nulls(lib, name: str, handle) -> int:
@@ -43,7 +44,13 @@ def _create(lib, options, out=True) -> int:
 
 
 def _options(raw_dir: str, device=b"cpu", log_path=None) -> cpp_lib.Options:
-    return cpp_lib.Options(raw_dir and raw_dir.encode(), device, log_path, 0, 1, 0.5, b"", 0)
+    return cpp_lib.Options(raw_dir and raw_dir.encode(), device, log_path, 0, 1, 0.5, b"", 0, 1, BATCH, b"published")
+
+
+def _with(options: cpp_lib.Options, **fields) -> cpp_lib.Options:
+    for name, value in fields.items():
+        setattr(options, name, value)
+    return options
 
 
 def _run_phase(lib, handle, phase) -> int:
@@ -51,8 +58,8 @@ def _run_phase(lib, handle, phase) -> int:
 
 
 def _get_batch(lib, handle, index: int, capacity: int) -> int:
-    images = (ctypes.c_float * (cpp_lib.MAX_BATCH * cpp_lib.IMAGE_FLOATS))()
-    labels = (ctypes.c_int64 * cpp_lib.MAX_BATCH)()
+    images = (ctypes.c_float * (BATCH * cpp_lib.IMAGE_FLOATS))()
+    labels = (ctypes.c_int64 * BATCH)()
     return lib.pb_get_batch(handle, index, images, labels, capacity, ctypes.byref(ctypes.c_int64()))
 
 
@@ -86,7 +93,16 @@ def _probes() -> dict:
                            "unknown or destroyed session handle"),
         "made-up-handle-near-a-live-one": (lambda c: _run_phase(c.lib, ctypes.c_void_p(c.live.value + (1 << 32)),
                                                                 b"forward"), "unknown or destroyed session handle"),
+        "abi-version": (lambda c: c.lib.pb_abi_version(ctypes.byref(ctypes.c_int32())), None),
+        "abi-version-null-output": (lambda c: c.lib.pb_abi_version(None), "null version output"),
         "create-null-options": (lambda c: _create(c.lib, None), "null options"),
+        # Options as a caller built from other sources would pass them.
+        "create-other-struct-size": (lambda c: _create(c.lib, _with(_options(c.raw_dir), struct_size=8)),
+                                     "pb_options of 8 bytes, this library's has"),
+        "create-unknown-loader": (lambda c: _create(c.lib, _with(_options(c.raw_dir), loader=b"prefetch")),
+                                  "unknown loader 'prefetch': published or batched"),
+        "create-zero-width": (lambda c: _create(c.lib, _with(_options(c.raw_dir), width=0)),
+                              "width and batch size must be at least 1, got 0 and 64"),
         "create-null-output": (lambda c: _create(c.lib, _options(c.raw_dir), out=False), "null output handle"),
         "create-null-data-root": (lambda c: _create(c.lib, _options(None)), "null data_root"),
         "create-missing-data": (lambda c: _create(c.lib, _options("/nonexistent")),

@@ -20,7 +20,7 @@ import pytest
 from bench import data
 from bench.client import Worker, WorkerError
 from bench.test_faults import run_suite
-from conftest import IMPLEMENTATIONS
+from bench import implementations
 
 IMAGES, LABELS, TEST_LABELS = "train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-labels-idx1-ubyte"
 TRAIN = data.SPLIT_SIZES["train"]
@@ -134,7 +134,7 @@ def data_workers(settings, tmp_path_factory):
         worker.stop()
 
 
-@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+@pytest.mark.parametrize("impl", implementations.LANGUAGES)  # each language's reader, as published
 def test_the_trainers_refuse_bad_mnist(request, settings, data_workers, bad_mnist, impl, tmp_path):
     root, expected = bad_mnist
     worker = data_workers(impl, request.getfixturevalue("cpp_library") if impl == "cpp" else None)

@@ -10,6 +10,11 @@ from the same seeded generator with the same operations (Python's DataLoader has
 own, so a new epoch draws nothing from the global one); and so the two train bit-identically, with
 dropout off and with the published dropout on: the same losses, the same weights after 100 steps and
 after a whole epoch, and the same test accuracy.
+
+Every other implementation in the registry (bench/implementations.py) is compared the same way with the
+published implementation of its language: the same batches, and 100 steps with dropout off and on from
+the same weights, to the bit (README, "Implementations and workloads"). These run whatever --impl says:
+they are tests, not benchmarks.
 """
 
 from __future__ import annotations
@@ -21,12 +26,16 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from bench import implementations
 from bench.client import Worker, WorkerError
-from conftest import IMPLEMENTATIONS
+from bench.workload import DEFAULT as DEFAULT_WORKLOAD, Workload
 
-PARAM_COUNT = 21840  # the Net's parameters
-EPOCH_BATCHES = 938  # 60,000 images in batches of 64, the last of 32
+IMPLEMENTATIONS = implementations.DEFAULT_IMPLS  # the published pair: python, cpp
+PARAM_COUNT = DEFAULT_WORKLOAD.parameter_count  # 21,840
+EPOCH_BATCHES = DEFAULT_WORKLOAD.steps_per_epoch  # 938: 60,000 images in batches of 64, the last of 32
 BATCH_SIZES = {0: 64, EPOCH_BATCHES // 2: 64, EPOCH_BATCHES - 1: 32}  # first, middle and last batch
+# A workload other than the published one: a wider Net and a batch size that leaves a short last batch.
+OTHER_WORKLOAD = Workload(width=2, batch_size=100)
 IMAGE_TOLERANCE = 1e-6  # absolute, on normalized pixels
 STEPS = 100
 PUBLISHED_DROPOUT = 0.5
@@ -34,32 +43,43 @@ PUBLISHED_DROPOUT = 0.5
 
 @dataclass
 class Pair:
-    """A Python and a C++ worker on cpu, started with the same options."""
+    """Two workers on cpu, started with the same options but their implementation: the published pair, or a
+    variant (second) and its language's published implementation (first)."""
 
-    python: Worker
-    cpp: Worker
-    initial: np.ndarray  # the Python model's seed-1 weights, read before any test changes them
+    first: Worker
+    second: Worker
+    initial: np.ndarray  # the first model's seed-1 weights, read before any test changes them
 
     @property
     def workers(self) -> tuple[Worker, Worker]:
-        return self.python, self.cpp
+        return self.first, self.second
+
+    @property
+    def names(self) -> tuple[str, str]:
+        return self.first.impl, self.second.impl
+
+    # The published pair's tests read them by language.
+    python = property(lambda self: self.first)
+    cpp = property(lambda self: self.second)
 
     def ask_both(self, message: dict) -> dict[str, dict]:
         return {worker.impl: worker.request(message) for worker in self.workers}
 
 
 @contextlib.contextmanager
-def worker_pair(settings, library: str, logs, dropout: float):
-    if set(IMPLEMENTATIONS) - set(settings.impls) or "cpu" not in settings.devices:
-        pytest.skip(f"--impl {','.join(settings.impls)} --device {','.join(settings.devices)}: "
-                    f"the equivalence tests compare python and cpp on cpu")
+def worker_pair(settings, library: str, logs, dropout: float, impls: tuple[str, str] = IMPLEMENTATIONS,
+                workload: Workload = DEFAULT_WORKLOAD):
+    if "cpu" not in settings.devices:
+        pytest.skip(f"--device {','.join(settings.devices)}: the equivalence tests compare implementations on cpu")
     with contextlib.ExitStack() as stack:
         workers = {}
-        for impl in IMPLEMENTATIONS:
-            options = settings.worker_options("cpu", str(logs / f"{impl}.log")) | {"dropout": dropout}
-            workers[impl] = Worker(impl, "cpu", options, settings.round_timeout, library if impl == "cpp" else None)
+        for impl in impls:
+            language = implementations.get(impl).language
+            options = settings.worker_options("cpu", str(logs / f"{impl}.log"), impl=impl, workload=workload)
+            workers[impl] = Worker(impl, "cpu", options | {"dropout": dropout}, settings.round_timeout,
+                                   library if language == "cpp" else None)
             stack.callback(workers[impl].stop)
-        yield Pair(workers["python"], workers["cpp"], get_params(workers["python"]))
+        yield Pair(workers[impls[0]], workers[impls[1]], get_params(workers[impls[0]]))
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +116,7 @@ def parameters(layout, flat: np.ndarray) -> dict[str, np.ndarray]:
     return named
 
 
-def bit_differences(layout, a: np.ndarray, b: np.ndarray, labels=("python", "cpp")) -> str:
+def bit_differences(layout, a: np.ndarray, b: np.ndarray, labels=IMPLEMENTATIONS) -> str:
     """'' when the buffers are bit-identical, else which parameters differ and where first."""
     if a.shape != b.shape:
         return f"{labels[0]} has {a.size} floats, {labels[1]} {b.size}"
@@ -110,8 +130,8 @@ def bit_differences(layout, a: np.ndarray, b: np.ndarray, labels=("python", "cpp
     return "; ".join(lines)
 
 
-def assert_bit_identical(layout, python: np.ndarray, cpp: np.ndarray, what: str) -> None:
-    differences = bit_differences(layout, python, cpp)
+def assert_bit_identical(layout, python: np.ndarray, cpp: np.ndarray, what: str, labels=IMPLEMENTATIONS) -> None:
+    differences = bit_differences(layout, python, cpp, labels)
     assert not differences, f"{what} differ: {differences}"
 
 
@@ -147,44 +167,53 @@ def test_parameters_round_trip_bit_exact(deterministic):
             set_params(worker, deterministic.initial[:-1])
 
 
-def test_same_batches(deterministic):
-    counts = deterministic.ask_both({"cmd": "epoch_batches"})
-    assert {impl: reply["count"] for impl, reply in counts.items()} == {impl: EPOCH_BATCHES for impl in IMPLEMENTATIONS}
-    for index, size in BATCH_SIZES.items():
-        batches = deterministic.ask_both({"cmd": "batch", "index": index})
+def assert_same_batches(pair: Pair, workload: Workload = DEFAULT_WORKLOAD, tolerance: float = IMAGE_TOLERANCE) -> None:
+    """The same number of batches per epoch; the first, middle and last batch: labels exact, images within
+    `tolerance` (0: to the bit)."""
+    a, b = pair.names
+    counts = pair.ask_both({"cmd": "epoch_batches"})
+    assert {impl: reply["count"] for impl, reply in counts.items()} == {impl: workload.steps_per_epoch for impl in pair.names}
+    last = workload.steps_per_epoch - 1
+    for index, size in {0: workload.batch_size, last // 2: workload.batch_size, last: workload.last_batch}.items():
+        batches = pair.ask_both({"cmd": "batch", "index": index})
         labels = {impl: np.array(batch["labels"]) for impl, batch in batches.items()}
         images = {impl: np.frombuffer(base64.b64decode(batch["images"]), dtype=np.float32).reshape(-1, 28, 28)
                   for impl, batch in batches.items()}
-        sizes = {impl: (len(labels[impl]), len(images[impl])) for impl in IMPLEMENTATIONS}
-        assert sizes == {impl: (size, size) for impl in IMPLEMENTATIONS}, (
+        sizes = {impl: (len(labels[impl]), len(images[impl])) for impl in pair.names}
+        assert sizes == {impl: (size, size) for impl in pair.names}, (
             f"batch {index}: (labels, images) {sizes}, expected {size} of each")
-        wrong = np.flatnonzero(labels["python"] != labels["cpp"])
+        wrong = np.flatnonzero(labels[a] != labels[b])
         assert not wrong.size, (f"batch {index}: labels differ at {wrong.tolist()}: "
-                                f"python {labels['python'][wrong].tolist()}, cpp {labels['cpp'][wrong].tolist()}")
-        difference = np.abs(images["python"] - images["cpp"])
+                                f"{a} {labels[a][wrong].tolist()}, {b} {labels[b][wrong].tolist()}")
+        difference = np.abs(images[a] - images[b])
         worst = np.unravel_index(difference.argmax(), difference.shape)
-        assert difference.max() <= IMAGE_TOLERANCE, (
-            f"batch {index}: images differ by up to {difference.max():.3g} (tolerance {IMAGE_TOLERANCE:g}), "
+        assert difference.max() <= tolerance, (
+            f"batch {index}: images differ by up to {difference.max():.3g} (tolerance {tolerance:g}), "
             f"worst at image {worst[0]} pixel ({worst[1]}, {worst[2]})")
 
 
-def assert_same_training(pair: Pair, what: str) -> None:
-    """STEPS steps from the same weights: the same losses and the same weights after, to the bit."""
+def test_same_batches(deterministic):
+    assert_same_batches(deterministic)
+
+
+def assert_same_training(pair: Pair, what: str, steps: int = STEPS) -> None:
+    """`steps` steps from the same weights: the same losses and the same weights after, to the bit."""
+    a, b = pair.names
     for worker in pair.workers:
         set_params(worker, pair.initial)
     losses = {impl: np.array(reply["losses"])
-              for impl, reply in pair.ask_both({"cmd": "train_steps", "steps": STEPS}).items()}
-    layout = pair.python.request({"cmd": "layout"})["layout"]
+              for impl, reply in pair.ask_both({"cmd": "train_steps", "steps": steps}).items()}
+    layout = pair.first.request({"cmd": "layout"})["layout"]
     problems = []
-    differ = np.flatnonzero(losses["python"].view(np.uint64) != losses["cpp"].view(np.uint64))
+    differ = np.flatnonzero(losses[a].view(np.uint64) != losses[b].view(np.uint64))
     if differ.size:
         first = differ[0]
-        problems.append(f"losses differ from step {first} on ({differ.size} of {STEPS} steps): step {first} "
-                        f"python {losses['python'][first]:.17g}, cpp {losses['cpp'][first]:.17g}")
-    differences = bit_differences(layout, get_params(pair.python), get_params(pair.cpp))
+        problems.append(f"losses differ from step {first} on ({differ.size} of {steps} steps): step {first} "
+                        f"{a} {losses[a][first]:.17g}, {b} {losses[b][first]:.17g}")
+    differences = bit_differences(layout, get_params(pair.first), get_params(pair.second), pair.names)
     if differences:
         problems.append(f"after the last step: {differences}")
-    assert not problems, f"{STEPS} steps from the same weights, {what}:\n  " + "\n  ".join(problems)
+    assert not problems, f"{a} and {b}, {steps} steps from the same weights, {what}:\n  " + "\n  ".join(problems)
 
 
 def test_same_training_dropout_off(deterministic):
@@ -217,3 +246,48 @@ def test_same_one_epoch_run(fresh_pair):
     assert accuracy["python"] == accuracy["cpp"], (
         f"test accuracy after one epoch from the same weights: python {accuracy['python']:.2f} %, "
         f"cpp {accuracy['cpp']:.2f} %")
+
+
+# -- every other implementation against its language's published one ---------------------------------
+
+VARIANTS = [impl.name for impl in implementations.REGISTRY if impl.name not in IMPLEMENTATIONS]
+
+
+@pytest.fixture
+def variant_pair(settings, cpp_library, tmp_path):
+    """variant_pair(variant, dropout, workload): the variant and its language's published implementation,
+    fresh workers (the C++ library is built only for a C++ variant)."""
+    with contextlib.ExitStack() as stack:
+        def make(variant: str, dropout: float, workload: Workload = DEFAULT_WORKLOAD) -> Pair:
+            reference = implementations.language_reference(implementations.get(variant)).name
+            logs = tmp_path / f"{variant}-{dropout}-{workload.id or 'default'}"
+            logs.mkdir()
+            return stack.enter_context(worker_pair(settings, cpp_library, logs, dropout, (reference, variant), workload))
+        yield make
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_variant_same_batches(variant_pair, variant):
+    """The same batches as its language's published pipeline: images to the bit, labels exact."""
+    assert_same_batches(variant_pair(variant, 0.0), tolerance=0.0)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dropout", [0.0, PUBLISHED_DROPOUT], ids=["dropout-off", "dropout-on"])
+def test_variant_same_training(variant_pair, variant, dropout):
+    """From the same weights, the same losses and the same weights after STEPS steps, to the bit: the
+    variant changes how the work is done, not what is computed (dropout masks included)."""
+    assert_same_training(variant_pair(variant, dropout), f"dropout {dropout}")
+
+
+@pytest.mark.parametrize("impls", [IMPLEMENTATIONS, ("python-batched", "cpp-batched")], ids="-vs-".join)
+def test_same_training_on_another_workload(settings, cpp_library, tmp_path, impls):
+    """The workload reaches both languages alike: on a wider Net with batches of 100 (a short last batch), the
+    same network, batches and training, to the bit."""
+    with worker_pair(settings, cpp_library, tmp_path, PUBLISHED_DROPOUT, impls, OTHER_WORKLOAD) as pair:
+        layouts = {impl: reply["layout"] for impl, reply in pair.ask_both({"cmd": "layout"}).items()}
+        assert layouts[impls[0]] == layouts[impls[1]], f"parameter names or shapes differ: {layouts}"
+        assert pair.initial.size == OTHER_WORKLOAD.parameter_count, (
+            f"{pair.initial.size} parameters at {OTHER_WORKLOAD.label}, expected {OTHER_WORKLOAD.parameter_count}")
+        assert_same_batches(pair, OTHER_WORKLOAD)
+        assert_same_training(pair, f"{OTHER_WORKLOAD.label}, dropout {PUBLISHED_DROPOUT}", steps=20)

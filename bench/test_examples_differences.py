@@ -7,15 +7,12 @@ import pytest
 
 from bench.client import worker_clock
 from bench.trainer import LOSS_ITEM
-from conftest import DEVICES, IMPLEMENTATIONS
 
 pytestmark = pytest.mark.benchmark(timer=worker_clock)
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
-def test_loss_item(benchmark, worker_for, settings, impl, device):
-    worker = worker_for(impl, device)
+def test_loss_item(benchmark, worker_for, settings, impl, device, workload):  # per case: bench/plugin.py
+    worker = worker_for(impl, device, workload)
     losses = []
 
     def one_round():
@@ -24,7 +21,8 @@ def test_loss_item(benchmark, worker_for, settings, impl, device):
         losses.append(timed.product["loss"])
 
     benchmark.group = LOSS_ITEM.name
-    benchmark.extra_info.update(implementation=impl, device=device, phase=LOSS_ITEM.name, rounds=settings.rounds,
+    benchmark.extra_info.update(implementation=impl, device=device, phase=LOSS_ITEM.name, **workload.as_info(),
+                                rounds=settings.rounds,
                                 warmup_rounds=settings.warmup_rounds, threads=settings.threads,
                                 timer_floor_s=worker.timer_floor_ns / 1e9)
     benchmark.pedantic(one_round, rounds=settings.rounds, warmup_rounds=settings.warmup_rounds, iterations=1)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import implementations
 from bench.client import ROOT, WorkerDied, WorkerPool
 
 ROUND_TIMEOUT_S = 6  # the faulty run's --round-timeout: what a hung case costs it
@@ -118,7 +119,7 @@ def test_an_interrupted_request_kills_its_worker(new_worker):
 
 def test_the_pool_replaces_a_dead_worker(new_worker):
     spawn = new_worker("cpp", "cpu")
-    pool = WorkerPool(lambda impl, device, library: spawn())
+    pool = WorkerPool(lambda impl, device, workload, library: spawn())
     try:
         first = pool.get("cpp", "cpu")
         with pytest.raises(WorkerDied):
@@ -327,7 +328,7 @@ def _read_until(child: subprocess.Popen, marker: bytes, timeout: float) -> bytes
 
 
 @pytest.mark.parametrize("option, value, valid", [
-    ("--impl", "rust", "python, cpp"),
+    ("--impl", "rust", ", ".join(implementations.NAMES)),
     ("--device", "tpu", "cpu, cuda"),
     ("--dataset", "imagenet", "auto, mnist, fashion-mnist, synthetic"),
 ])
@@ -335,3 +336,37 @@ def test_an_unknown_option_value_is_a_usage_error(option, value, valid):
     run = run_suite(option, value)
     assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
     assert f"{option} '{value}': valid values are {valid}" in run.stderr
+
+
+def test_a_bad_workload_is_a_usage_error():
+    run = run_suite("--batch-size", "64,x")
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
+    assert "--batch-size '64,x': expected positive whole numbers, comma-separated" in run.stderr
+
+
+def test_a_separate_path_outside_the_repository_stops_with_the_equals_form(tmp_path):
+    """pytest picks its root directory before any plugin declares --mnist-root, and takes a separate existing path
+    for a test path: outside the repository it would run without pytest.ini (README, "Options")."""
+    separate = run_suite("--collect-only", "-q", "--mnist-root", str(tmp_path))
+    assert separate.returncode == pytest.ExitCode.USAGE_ERROR, separate.stdout + separate.stderr
+    [line] = [line for line in separate.stderr.splitlines() if line.startswith("ERROR:")]
+    assert line.endswith(f"write --mnist-root={tmp_path}") and f"--mnist-root {tmp_path}: pytest took" in line
+    for works in ([f"--mnist-root={tmp_path}"], ["--mnist-root", str(ROOT / "data")]):  # the = form; inside the repository
+        run = run_suite("--collect-only", "-q", *works)
+        assert run.returncode == pytest.ExitCode.OK, run.stdout + run.stderr
+        assert "bench/test_phases.py::test_phase[forward-cpp-cpu]" in run.stdout  # pytest.ini's testpaths
+
+
+def test_the_plugin_is_installed_under_its_module_name():
+    """requirements.txt installs this checkout (-e .): pytest loads bench/plugin.py from its pytest11 entry point,
+    before it parses the command line, wherever it is started (README, "Options")."""
+    from importlib.metadata import entry_points
+
+    found = [ep for ep in entry_points(group="pytest11") if ep.value == "bench.plugin"]
+    if not found:
+        pytest.skip("phasebench is not installed in this environment: pip install -r requirements.txt")
+    assert [ep.name for ep in found] == ["bench.plugin"], "conftest.py's pytest_plugins must find it registered"
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
+                          str(ROOT / "bench" / "test_registry.py"), "--impl", "all"],
+                         cwd="/", capture_output=True, text=True, timeout=300)
+    assert run.returncode == pytest.ExitCode.OK, run.stdout + run.stderr

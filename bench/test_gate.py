@@ -17,7 +17,7 @@ from pytest_benchmark.utils import get_machine_id
 from bench import gate
 from bench.client import ROOT
 from bench.trainer import PHASE_NAMES
-from conftest import IMPLEMENTATIONS
+from bench.implementations import NAMES as IMPLEMENTATIONS
 
 # A phase of tens of microseconds on cpu slowed by 20 ms: far beyond the run-to-run noise of a busy
 # machine, which the generous thresholds leave room for, so the verdicts below cannot flake.
@@ -32,8 +32,8 @@ def run_suite(pytestconfig, storage: Path, *options: str, slow: str | None = Non
         env[gate.SLOW_PHASE_ENV] = slow
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "-k", "test_phase and loss",
                "--device", "cpu", "--rounds", "5", "--warmup-rounds", "1",
-               "--mnist-root", os.path.abspath(pytestconfig.getoption("mnist_root")),
-               "--dataset", pytestconfig.getoption("dataset"), f"--benchmark-storage={storage}", *options]
+               f"--mnist-root={os.path.abspath(pytestconfig.getoption('mnist_root'))}",
+               f"--dataset={pytestconfig.getoption('dataset')}", f"--benchmark-storage={storage}", *options]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     result.output = result.stdout + result.stderr
     assert "Traceback" not in result.output, result.output
@@ -219,13 +219,34 @@ def test_actionlint_catches_a_broken_workflow(tmp_path):
 
 def test_commit_passed_in_for_a_copy_without_git(monkeypatch):
     """A GPU machine's copy has no git history: the commit and its cleanness come in by environment."""
-    import conftest
+    from bench import plugin
 
     info = {"id": "unknown", "dirty": False}
-    monkeypatch.delenv(conftest.COMMIT_ENV, raising=False)
-    conftest.pytest_benchmark_update_commit_info(None, info)
+    monkeypatch.delenv(plugin.COMMIT_ENV, raising=False)
+    plugin.pytest_benchmark_update_commit_info(None, info)
     assert info == {"id": "unknown", "dirty": False}
-    monkeypatch.setenv(conftest.COMMIT_ENV, "0123abcd")
-    monkeypatch.setenv(conftest.DIRTY_ENV, "1")
-    conftest.pytest_benchmark_update_commit_info(None, info)
+    monkeypatch.setenv(plugin.COMMIT_ENV, "0123abcd")
+    monkeypatch.setenv(plugin.DIRTY_ENV, "1")
+    plugin.pytest_benchmark_update_commit_info(None, info)
     assert (info["id"], info["dirty"]) == ("0123abcd", True) and "without git history" in info["commit_source"]
+
+
+def test_ratio_gate_compares_every_implementation_with_its_reference():
+    """Per phase, device and workload, each registered variant against its reference (README, "Implementations
+    and workloads"); the published pair once, as python/cpp."""
+    def bench(impl, median, width=1):
+        saved = saved_bench("train_step", impl, median)
+        saved["extra_info"] |= {"width": width, "batch_size": 64}
+        saved["fullname"] += f"-{impl}-w{width}"
+        return saved
+
+    baseline = [bench("python", 2.0), bench("cpp", 1.0), bench("python-batched", 1.1), bench("cpp-batched", 1.0),
+                bench("python", 8.0, width=4), bench("cpp", 4.0, width=4)]
+    current = [bench("python", 2.0), bench("cpp", 1.0), bench("python-batched", 2.2), bench("cpp-batched", 1.0),
+               bench("python", 8.0, width=4), bench("cpp", 8.0, width=4)]
+    changes = {(change.impl, change.reference, change.workload): change for change in gate.ratio_changes(baseline, current)}
+    assert set(changes) == {("python", "cpp", ""), ("python-batched", "cpp-batched", ""), ("cpp-batched", "cpp", ""),
+                            ("python", "cpp", "w4-b64")}
+    assert changes["python-batched", "cpp-batched", ""].loser == "python-batched"
+    assert str(changes["python", "cpp", "w4-b64"]) == ("train_step on cpu, w4-b64: python/cpp median ratio 2.000 → "
+                                                       "1.000, cpp 100.0% slower relative to python")

@@ -1,4 +1,5 @@
-"""Every training phase, per implementation and device, timed inside its worker (README, "What is measured").
+"""Every training phase, per implementation, device and workload, timed inside its worker (README, "What is
+measured"; "Implementations and workloads").
 
 Each case records its worker's timer floor (the empty phase's median) and the phase's own CPU use, and
 checks, round by round, that the phase did its work (its product) and that no tensor an earlier round
@@ -10,39 +11,49 @@ import types
 
 import pytest
 
+from bench import implementations
 from bench.client import worker_clock
 from bench.trainer import PHASE_NAMES
-from conftest import DEVICES, IMPLEMENTATIONS, RUN_ORDER
+from bench.workload import Workload
+from bench.plugin import RUN_ORDER
 
 # pytest-benchmark reads the in-worker durations through this clock.
 pytestmark = pytest.mark.benchmark(timer=worker_clock)
 
-EPOCH_BATCHES = 938  # 60,000 images in batches of 64, the last of 32
 PARAMETER_TENSORS = 8  # conv1, conv2, fc1, fc2: a weight and a bias each
-BATCH = ((64, 1, 28, 28), (32, 1, 28, 28))  # the last batch of an epoch holds 32
-OUTPUT = ((64, 10), (32, 10))
-CONV1 = ((10, 1, 5, 5),)
-# What each phase must produce: allowed shapes of its main tensor, and whether it has a loss.
-EXPECTED = {
-    "data_loading": (BATCH, False),
-    "copy_to_device": (BATCH, False),
-    "optimizer_init": (((21840,),), False),  # the Net's parameter count
-    "forward": (OUTPUT, False),
-    "loss": (((),), True),
-    "backward": (CONV1, False),
-    "param_update": (CONV1, False),
-    "progress_print": (((),), True),
-    "train_step": (OUTPUT, True),
-}
+
+
+def expected(phase: str, workload: Workload) -> tuple[tuple, bool]:
+    """What a phase must produce on a workload: the allowed shapes of its main tensor (an epoch's last
+    batch may be shorter), and whether it has a loss."""
+    batches = sorted({workload.batch_size, workload.last_batch})
+    images = tuple((n, 1, 28, 28) for n in batches)
+    outputs = tuple((n, 10) for n in batches)
+    conv1 = ((workload.conv1_channels, 1, 5, 5),)
+    return {
+        "data_loading": (images, False),
+        "copy_to_device": (images, False),
+        "optimizer_init": (((workload.parameter_count,),), False),
+        "forward": (outputs, False),
+        "loss": (((),), True),
+        "backward": (conv1, False),
+        "param_update": (conv1, False),
+        "progress_print": (((),), True),
+        "train_step": (outputs, True),
+    }[phase]
+
+
+
 CHECKED_ROUNDS = 3  # under --benchmark-disable: enough consecutive rounds to see batches advance
 RECOMPUTE_TOLERANCE = 1e-5  # forward's output against the model run again: the same kernels, the same draws
 UPDATE_TOLERANCE = 1e-6  # conv1.weight against SGD's formula, relative to its largest value
 
 
-def work_problems(phase: str, product: dict) -> list[str]:
-    """What is wrong with one round's product: the checks that prove the phase did its work."""
+def work_problems(phase: str, product: dict, workload: Workload = Workload(), resident_on_device: bool = False) -> list[str]:
+    """What is wrong with one round's product: the checks that prove the phase did its work. On cpu a
+    batch is never copied; on an accelerator only where the whole split lives on the device."""
     problems = []
-    shapes, has_loss = EXPECTED[phase]
+    shapes, has_loss = expected(phase, workload)
     if tuple(product["shape"]) not in shapes:
         problems.append(f"shape {product['shape']}, expected one of {shapes}")
     if not product["finite"]:
@@ -52,6 +63,9 @@ def work_problems(phase: str, product: dict) -> list[str]:
     if phase == "copy_to_device" and not (product["on_device"] and product["matches_host"]):
         problems.append(f"on the requested device: {product['on_device']}, equal to the host batch: "
                         f"{product['matches_host']}")
+    if phase == "copy_to_device" and product["resident"] != resident_on_device:
+        problems.append(f"the batch was {'not ' if resident_on_device else ''}copied, yet it "
+                        f"{'lived' if resident_on_device else 'did not live'} on the device already")
     if phase == "forward" and not product["recompute_error"] <= RECOMPUTE_TOLERANCE:
         problems.append(f"the output differs by {product['recompute_error']:.3g} from the model run again on the "
                         f"same input with the same dropout draws")
@@ -68,10 +82,10 @@ def work_problems(phase: str, product: dict) -> list[str]:
     return problems
 
 
-def batch_problems(batches: list[int]) -> list[str]:
+def batch_problems(batches: list[int], epoch_batches: int) -> list[str]:
     """Consecutive rounds of one worker load consecutive batches, wrapping after the epoch's last."""
     return [f"round {i + 1} loaded batch {later} after batch {earlier}"
-            for i, (earlier, later) in enumerate(zip(batches, batches[1:])) if later != (earlier + 1) % EPOCH_BATCHES]
+            for i, (earlier, later) in enumerate(zip(batches, batches[1:])) if later != (earlier + 1) % epoch_batches]
 
 
 def leftover_problems(phase: str, products: list[dict]) -> list[str]:
@@ -133,13 +147,13 @@ class Rounds:
             self.worker.stop()
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
-@pytest.mark.parametrize("phase", PHASE_NAMES)
-def test_phase(request, benchmark, worker_for, new_worker, utilization_of, settings, phase, impl, device):
-    assert phase in EXPECTED, f"no expected product for phase '{phase}': add it to EXPECTED"
-    pooled = lambda: worker_for(impl, device)  # noqa: E731 (skips what cannot run here)
-    rounds = Rounds(phase, settings, pooled, new_worker(impl, device) if settings.processes > 1 else None)
+# Parametrized by bench/plugin.py's pytest_generate_tests: per selected implementation, each of its phases,
+# each device, each workload; ids phase-impl-device[-wW-bB].
+def test_phase(request, benchmark, worker_for, new_worker, utilization_of, settings, phase, impl, device, workload):
+    assert phase in PHASE_NAMES, f"no phase '{phase}' in bench/trainer.py's PHASES"
+    registered = implementations.get(impl)
+    pooled = lambda: worker_for(impl, device, workload)  # noqa: E731 (skips what cannot run here)
+    rounds = Rounds(phase, settings, pooled, new_worker(impl, device, workload) if settings.processes > 1 else None)
     taken = []  # (worker, ns, PhaseRound) per round, warm-up included
 
     def one_round():
@@ -149,9 +163,11 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
         taken.append((worker, timed.ns, timed))
 
     benchmark.group = phase
-    benchmark.extra_info.update(implementation=impl, device=device, phase=phase, rounds=settings.rounds,
+    benchmark.extra_info.update(implementation=impl, language=registered.language, reference=registered.pair,
+                                device=device, phase=phase, **workload.as_info(), rounds=settings.rounds,
                                 warmup_rounds=settings.warmup_rounds, threads=settings.threads,
-                                processes=settings.processes, order=request.node.stash.get(RUN_ORDER, None))
+                                processes=settings.processes, order=request.node.stash.get(RUN_ORDER, None),
+                                note=registered.notes.get(device))
     # With several processes, no one worker's CPU is the case's: utilization then watches the device only.
     watched = pooled() if settings.processes == 1 else types.SimpleNamespace(pid=None, device=device, impl=impl)
     try:
@@ -169,24 +185,26 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
                                 timer_floors_s=[floor / 1e9 for floor in floors],
                                 **phase_cpu([timed for _, _, timed in counted]))
 
+    resident = device == "cpu" or registered.split_on_device
     products = [timed.product for _, _, timed in taken]
-    problems = [f"round {i}: {problem}" for i, product in enumerate(products) for problem in work_problems(phase, product)]
+    problems = [f"round {i}: {problem}" for i, product in enumerate(products)
+                for problem in work_problems(phase, product, workload, resident)]
     problems += leftover_problems(phase, products)
     if phase in ("data_loading", "copy_to_device", "train_step"):
         for worker in rounds.workers:
-            problems += batch_problems([timed.product["batch"] for w, _, timed in taken if w is worker])
-    assert not problems, f"{phase} ({impl} on {device}):\n  " + "\n  ".join(problems[:10])
+            problems += batch_problems([timed.product["batch"] for w, _, timed in taken if w is worker],
+                                       workload.steps_per_epoch)
+    assert not problems, f"{phase} ({impl} on {device}, {workload.label}):\n  " + "\n  ".join(problems[:10])
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
 def test_nothing_left_over_in_any_order(worker_for, impl, device):
     """Whatever phase ran before, nothing it left is alive when the next phase's clock starts: each
     phase's preparation releases it, so a -k selection cannot change what a clock holds."""
     worker = worker_for(impl, device)
+    phases = implementations.get(impl).phases
     problems = []
-    for before in PHASE_NAMES:
-        for phase in PHASE_NAMES:
+    for before in phases:
+        for phase in phases:
             worker.run_phase(before)
             leftovers = worker.run_phase(phase).product["leftovers"]
             continuing = phase == before == "train_step"
@@ -195,14 +213,12 @@ def test_nothing_left_over_in_any_order(worker_for, impl, device):
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
 def test_timer_floor(worker_for, impl, device):
     """The clock's own cost, measured by each worker when it starts (README, "What is measured"): on cpu
     nothing but the body sits between the clock reads."""
     worker = worker_for(impl, device)
     floor = worker.timer_floor_ns
-    assert floor > 0 or impl == "cpp", f"{impl}: a timer floor of {floor} ns cannot be measured"
+    assert floor > 0 or implementations.get(impl).language == "cpp", f"{impl}: a timer floor of {floor} ns cannot be measured"
     if device == "cpu":
-        bound = {"python": 300, "cpp": 100}[impl]
+        bound = {"python": 300, "cpp": 100}[implementations.get(impl).language]
         assert floor <= bound, f"{impl} timer floor on cpu {floor} ns, more than {bound} ns"

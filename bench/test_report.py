@@ -149,3 +149,78 @@ def test_unreadable_result_is_one_line_naming_the_file(tmp_path, content, messag
 
     with pytest.raises(SystemExit, match="no such file"):
         report.main([str(tmp_path / "absent.json"), "--storage", f"file://{tmp_path}", "--out", str(tmp_path)])
+
+
+# -- every implementation and workload (README, "Implementations and workloads") ----------------------
+
+def phase_bench(phase: str, impl: str, median_ms: float, device: str = "cpu", width: int = 1, batch_size: int = 64,
+                **info) -> dict:
+    workload = "" if (width, batch_size) == (1, 64) else f"w{width}-b{batch_size}"
+    suffix = f"-{workload}" if workload else ""
+    seconds = median_ms / 1e3
+    return {"name": f"test_phase[{phase}-{impl}-{device}{suffix}]",
+            "fullname": f"bench/test_phases.py::test_phase[{phase}-{impl}-{device}{suffix}]",
+            "group": phase, "stats": {"median": seconds, "iqr": 0.0, "q1": seconds, "q3": seconds, "rounds": 20},
+            "extra_info": {"phase": phase, "implementation": impl, "device": device, "width": width,
+                           "batch_size": batch_size, "workload": workload, "timer_floor_s": 0.0} | info}
+
+
+def variants_result() -> dict:
+    """A small run of every implementation at two workloads, with made-up medians the sentences must echo."""
+    benches = [phase_bench("data_loading", impl, ms) for impl, ms in
+               (("python", 4.8), ("cpp", 0.3), ("python-tensor", 1.8), ("python-batched", 0.006),
+                ("cpp-batched", 0.003), ("python-workers", 4.0), ("python-foreach", 4.8), ("python-fused", 4.8))]
+    benches += [phase_bench("train_step", impl, ms, width=w, batch_size=b) for impl, ms, w, b in
+                (("python", 10.0, 1, 64), ("cpp", 5.0, 1, 64), ("python-batched", 5.5, 1, 64),
+                 ("cpp-batched", 5.0, 1, 64), ("python", 40.0, 4, 64), ("cpp", 32.0, 4, 64),
+                 ("python-batched", 33.0, 4, 64), ("cpp-batched", 32.0, 4, 64))]
+    benches += [phase_bench("param_update", impl, ms) for impl, ms in
+                (("python", 0.28), ("cpp", 0.07), ("python-foreach", 0.1), ("python-fused", 0.05))]
+    benches.append({"name": "test_training_run[python-batched-cpu]", "fullname": "x::test_training_run[python-batched-cpu]",
+                    "group": "training_run", "stats": {"median": 6.0, "iqr": 0.0, "q1": 6.0, "q3": 6.0, "rounds": 1},
+                    "extra_info": {"phase": "training_run", "implementation": "python-batched", "device": "cpu",
+                                   "width": 1, "batch_size": 64, "peak_rss_median_bytes": 900 * 2**20,
+                                   "peak_device_median_bytes": None, "epochs": 1, "rounds": 1, "steps": 938,
+                                   "summed_median_s": 5.0, "phase_total_s": {}, "free_running": {"total_s": 5.9,
+                                                                                                  "loop_s": 5.0}}})
+    return {"datetime": "2026-11-30T04:00:00", "machine_info": {"phasebench": {"method": 2}}, "benchmarks": benches}
+
+
+def test_findings_are_drawn_from_the_run():
+    cases = report.all_cases(variants_result())
+    text = "\n".join(report.findings(cases, "cpu"))
+    # The data-loading gap 4.8 - 0.3 = 4.5 ms: the design 4.8 - 1.8 = 3.0 ms (67%), the language 1.5 ms (33%).
+    assert "a gap of 4.500 ms" in text and "accounts for 3.000 ms (67%)" in text and "for 1.500 ms (33%)" in text
+    assert "Batching in Python on cpu" in text and "from 4.8000 to 0.0060 ms (800× less)" in text
+    assert "Batching in C++ on cpu" in text and "from 0.3000 to 0.0030 ms (100× less)" in text
+    assert "train_step from 10.000 to 5.500 ms (1.82×)" in text
+    assert "param_update on cpu: python 0.2800 ms, python-foreach 0.1000 ms, python-fused 0.0500 ms, cpp 0.0700 ms" in text
+    assert "train_step on cpu, width 4, batch 64: python/cpp 1.25× (40.000 against 32.000 ms)" in text
+    assert "python-batched/cpp-batched 1.03× (33.000 against 32.000 ms)" in text
+    assert "cpp-batched/cpp 1.00×" in text  # every variant against its reference, generic over the registry
+
+
+def test_every_implementation_table_and_memory(tmp_path):
+    path = tmp_path / "variants.json"
+    path.write_text(json.dumps(variants_result()))
+    out, _ = report.render(path, variants_result(), "markdown")
+    rows = markdown_rows(out, "**Every implementation on cpu, width 1, batch 64")
+    header = rows[0]
+    assert header[:4] == ["Phase", "python (ms)", "cpp (ms)", "python-tensor (ms)"] and "python-fused (ms)" in header
+    assert {"python / cpp", "python-tensor / cpp", "python-batched / cpp-batched", "cpp-batched / cpp",
+            "python-workers / python", "python-foreach / python", "python-fused / python"} <= set(header)
+    loading = {name: value for name, value in zip(header, rows[2])}
+    assert loading["Phase"] == "Data Loading" and loading["python-tensor / cpp"] == "6.00"
+    memory = markdown_rows(out, "**Peak memory of the training runs on cpu")
+    assert memory[2] == ["python-batched", "width 1, batch 64", "900"]
+    assert "**Findings on cpu**" in out
+
+
+def test_workload_chart(tmp_path):
+    path = tmp_path / "variants.json"
+    path.write_text(json.dumps(variants_result()))
+    assert report.main([str(path), "--out", str(tmp_path)]) == 0
+    chart = tmp_path / "variants-workloads.png"
+    assert chart.read_bytes().startswith(b"\x89PNG") and chart.stat().st_size > 20_000
+    # A result of the published pair on the published workload alone has one point per line: still drawn.
+    assert report.scaling_chart(tmp_path / "complete-workloads.png", json.loads(COMPLETE.read_text()), "t")

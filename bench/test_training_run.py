@@ -18,11 +18,10 @@ from contextlib import nullcontext
 
 import pytest
 
+from bench import implementations
 from bench.client import describe_exit, worker_clock
 from bench.trainer import PHASE_NAMES
-from conftest import DEVICES, IMPLEMENTATIONS
 
-STEPS_PER_EPOCH = 938  # 60,000 images in batches of 64, the last of 32
 WHOLE_STEP = "train_step"  # the run times each step phase by phase, never as a whole
 
 
@@ -45,10 +44,8 @@ def train_in_fresh_worker(spawn, settings, synchronize: bool, watch=nullcontext)
 
 
 @pytest.mark.benchmark(timer=worker_clock)  # the program's own time, as the worker measured it
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
-def test_training_run(benchmark, new_worker, utilization_of, settings, impl, device):
-    spawn = new_worker(impl, device)
+def test_training_run(benchmark, new_worker, utilization_of, settings, impl, device, workload):  # cases: bench/plugin.py
+    spawn = new_worker(impl, device, workload)
     runs = []
 
     def one_run():
@@ -59,7 +56,7 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, impl, dev
     benchmark.pedantic(one_run, rounds=settings.run_rounds, warmup_rounds=0, iterations=1)  # each round a cold start
     free = train_in_fresh_worker(spawn, settings, synchronize=False, watch=utilization_of)
 
-    steps = STEPS_PER_EPOCH * settings.epochs
+    steps = workload.steps_per_epoch * settings.epochs
     for run in runs:
         assert set(run["phase_ns"]) == set(PHASE_NAMES), f"phases timed: {sorted(run['phase_ns'])}"
         assert run["steps"] == steps, f"{run['steps']} steps in {settings.epochs} epoch(s), expected {steps}"
@@ -78,7 +75,8 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, impl, dev
     timed_names = [name for name in PHASE_NAMES if name != WHOLE_STEP]
     summed_ns = [sum(run["phase_ns"][name] for name in timed_names) for run in runs]
     benchmark.extra_info.update(
-        implementation=impl, device=device, phase="training_run", epochs=settings.epochs,
+        implementation=impl, language=implementations.get(impl).language, reference=implementations.get(impl).pair,
+        device=device, phase="training_run", **workload.as_info(), epochs=settings.epochs,
         rounds=settings.run_rounds, warmup_rounds=0, threads=settings.threads, steps=runs[0]["steps"],
         summed_s=[ns / 1e9 for ns in summed_ns], summed_median_s=statistics.median(summed_ns) / 1e9,
         program_s=[run["program_ns"] / 1e9 for run in runs], process_total_s=[run["total_ns"] / 1e9 for run in runs],
@@ -89,4 +87,15 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, impl, dev
         phase_cpu_cores=round(statistics.median(run["phase_cpu_ns"] / ns for run, ns in zip(runs, summed_ns)), 3),
         free_running={"total_s": free["program_ns"] / 1e9, "loop_s": free["loop_ns"] / 1e9,
                       "process_total_s": free["total_ns"] / 1e9},
+        # The worker's peak resident memory, and on cuda the peak allocated device memory, per timed round
+        # and in the free-running run (README, "Implementations and workloads").
+        peak_rss_bytes=[run["peak_rss_bytes"] for run in runs] + [free["peak_rss_bytes"]],
+        peak_rss_median_bytes=statistics.median(run["peak_rss_bytes"] for run in runs + [free]),
+        peak_device_bytes=[run["peak_device_bytes"] for run in runs + [free]],
+        peak_device_median_bytes=(None if device == "cpu"
+                                  else statistics.median(run["peak_device_bytes"] for run in runs + [free])),
     )
+    for run in runs + [free]:
+        assert run["peak_rss_bytes"] > 0, f"peak resident memory {run['peak_rss_bytes']}"
+        on_cuda = run["peak_device_bytes"] is not None and run["peak_device_bytes"] > 0
+        assert on_cuda == (device != "cpu"), f"peak device memory {run['peak_device_bytes']} on {device}"

@@ -7,13 +7,11 @@ round trip is not billed to the phases."""
 import statistics
 import time
 
-import pytest
-
-from conftest import DEVICES, IMPLEMENTATIONS
+from bench.workload import DEFAULT as DEFAULT_WORKLOAD
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+# Per selected implementation and device (bench/plugin.py), on the published workload: the messaging does
+# not depend on what is trained.
 def test_worker_overhead(benchmark, worker_for, utilization_of, settings, impl, device):
     worker = worker_for(impl, device)
     inside, round_trips = [], []
@@ -25,7 +23,7 @@ def test_worker_overhead(benchmark, worker_for, utilization_of, settings, impl, 
         inside.append(ns)
 
     benchmark.group = "worker_overhead"
-    benchmark.extra_info.update(implementation=impl, device=device, phase="worker_overhead",
+    benchmark.extra_info.update(implementation=impl, device=device, phase="worker_overhead", **DEFAULT_WORKLOAD.as_info(),
                                 rounds=settings.rounds, warmup_rounds=settings.warmup_rounds)
     with utilization_of(worker):
         benchmark.pedantic(round_trip, rounds=settings.rounds, warmup_rounds=settings.warmup_rounds, iterations=1)

@@ -2,7 +2,9 @@
 
 It is written as the examples' users write it (README, "How our trainers differ from pytorch/examples"):
 torchvision's MNIST with ToTensor and Normalize, a DataLoader of 64 without shuffling, the C++
-example's Net, SGD(0.01, 0.5), and a log line every 10 batches. Its twin is cpp/phasebench.cpp;
+example's Net, SGD(0.01, 0.5), and a log line every 10 batches. The other Python implementations change
+the loader (bench/loaders.py) or the optimizer's flags, and every workload the Net's width and the batch
+size (README, "Implementations and workloads"). Its twin is cpp/phasebench.cpp;
 PHASES at the bottom is the suite's single list of phases, and how each is timed is README,
 "What is measured".
 """
@@ -20,48 +22,42 @@ from typing import Callable
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torchvision import datasets, transforms
 
+from bench import loaders
 from bench.data import check_split
+from bench.workload import DEFAULT as DEFAULT_WORKLOAD, TRAIN_IMAGES, Workload
 
-BATCH_SIZE = 64
 LOG_INTERVAL = 10
 LEARNING_RATE, MOMENTUM = 0.01, 0.5
-TRANSFORM = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))])
+OPTIMIZER_FLAGS = {"sgd": {}, "foreach": {"foreach": True}, "fused": {"fused": True}}
 FLOOR_ROUNDS = 2000  # empty-phase rounds whose median is a worker's timer floor
 
 # The checks a phase's product may carry (README, "What is measured"); None where a phase has none.
-CHECKS = ("batch", "on_device", "matches_host", "recompute_error", "zero_before", "nonzero_grads",
+CHECKS = ("batch", "on_device", "matches_host", "resident", "recompute_error", "zero_before", "nonzero_grads",
           "update_error", "moved", "distinct", "leftovers")
 
 
 class Net(nn.Module):
-    """The network of examples/cpp/mnist, parameter for parameter."""
+    """The network of examples/cpp/mnist, parameter for parameter; width W multiplies every hidden size."""
 
-    def __init__(self, dropout: float = 0.5):
+    def __init__(self, dropout: float = 0.5, workload: Workload = DEFAULT_WORKLOAD):
         super().__init__()
-        self.conv1 = nn.Conv2d(1, 10, kernel_size=5)
-        self.conv2 = nn.Conv2d(10, 20, kernel_size=5)
+        w = workload
+        self.conv1 = nn.Conv2d(1, w.conv1_channels, kernel_size=5)
+        self.conv2 = nn.Conv2d(w.conv1_channels, w.conv2_channels, kernel_size=5)
         self.conv2_drop = nn.Dropout2d(dropout)
-        self.fc1 = nn.Linear(320, 50)
-        self.fc2 = nn.Linear(50, 10)
-        self.dropout = dropout
+        self.fc1 = nn.Linear(w.fc1_inputs, w.fc1_units)
+        self.fc2 = nn.Linear(w.fc1_units, 10)
+        self.dropout, self.fc1_inputs = dropout, w.fc1_inputs
 
     def forward(self, x):
         x = F.relu(F.max_pool2d(self.conv1(x), 2))
         x = F.relu(F.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
-        x = x.view(-1, 320)
+        x = x.view(-1, self.fc1_inputs)
         x = F.relu(self.fc1(x))
         x = F.dropout(x, p=self.dropout, training=self.training)
         x = self.fc2(x)
         return F.log_softmax(x, dim=1)
-
-
-def make_loader(dataset) -> torch.utils.data.DataLoader:
-    # A generator of its own: each new iterator draws a base seed from the loader's generator, which
-    # would otherwise be the global one that dropout draws from; LibTorch's loader draws nothing.
-    return torch.utils.data.DataLoader(dataset, batch_size=BATCH_SIZE, shuffle=False, num_workers=0,
-                                       generator=torch.Generator())
 
 
 def product(main: torch.Tensor, finite: bool, loss: float | None = None, **checks) -> dict:
@@ -93,17 +89,21 @@ def slowed(body: Callable, ns: int) -> Callable:
 class Trainer:
     def __init__(self, root: str, device: str = "cpu", threads: int = 0, seed: int = 1,
                  log_path: str | None = None, dropout: float = 0.5,
-                 slow_phase: str = "", slow_ns: int = 0):
+                 slow_phase: str = "", slow_ns: int = 0, width: int = 1, batch_size: int = 64,
+                 loader: str = "published", optimizer: str = "sgd"):
         check_split(f"{root}/MNIST/raw", "train")
+        if optimizer not in OPTIMIZER_FLAGS:
+            raise ValueError(f"unknown optimizer '{optimizer}': {', '.join(OPTIMIZER_FLAGS)}")
         self.root, self.dropout = root, dropout
+        self.workload, self.loader_kind, self.optimizer_flags = Workload(width, batch_size), loader, OPTIMIZER_FLAGS[optimizer]
+        self.batch_size = batch_size
         self.device = torch.device(device)
         if self.device.type == "cuda":
             if not torch.cuda.is_available():
                 raise RuntimeError(f"device {device} requested but CUDA is not available")
             torch.cuda.set_device(self.device)  # so that the cheapest synchronization is the right one
             self.device = torch.device("cuda", torch.cuda.current_device())
-        self.train_set = datasets.MNIST(root, train=True, download=False, transform=TRANSFORM)
-        self.loader = make_loader(self.train_set)
+        self.loader = loaders.make(loader, root, batch_size, self.device)
         if threads > 0:
             torch.set_num_threads(threads)
         torch.manual_seed(seed)
@@ -128,9 +128,12 @@ class Trainer:
             self.log.close()
 
     # -- the operations the phases are made of ------------------------------------------
+    def new_model(self):
+        model = Net(self.dropout, self.workload).to(self.device)
+        return model, torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM, **self.optimizer_flags)
+
     def build_model(self):
-        self.model = Net(self.dropout).to(self.device)
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
+        self.model, self.optimizer = self.new_model()
 
     def next_batch(self):
         """The next batch, starting a new epoch when the last one ends."""
@@ -170,7 +173,7 @@ class Trainer:
         self.optimizer.zero_grad()
 
     def print_progress(self):
-        print(f"Train Epoch: {self.epoch} [{self.seen:5d}/{len(self.train_set):5d}]\tLoss: {self.loss.item():.4f}",
+        print(f"Train Epoch: {self.epoch} [{self.seen:5d}/{TRAIN_IMAGES:5d}]\tLoss: {self.loss.item():.4f}",
               file=self.log)
 
     def read_loss(self):
@@ -187,8 +190,7 @@ class Trainer:
         self.compute_loss()
 
     def fresh_model(self):
-        model = Net(self.dropout).to(self.device)
-        self.fresh = model, torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
+        self.fresh = self.new_model()
 
     def step(self):
         """One training step, without its log line."""
@@ -298,9 +300,11 @@ class Trainer:
         return len(self.loader)
 
     def batch_at(self, index: int):
-        for i, batch in enumerate(make_loader(self.train_set)):
+        # A loader of its own: a persistent worker's iterator is shared, so iterating self.loader would
+        # move the trainer's epoch.
+        for i, (images, labels) in enumerate(loaders.make(self.loader_kind, self.root, self.batch_size, self.device)):
             if i == index:
-                return batch
+                return images.cpu(), labels.cpu()  # on the device where the split lives there
         raise IndexError(f"batch {index} of an epoch of {len(self.loader)} batches")
 
     def train_steps(self, steps: int) -> list[float]:
@@ -312,11 +316,11 @@ class Trainer:
 
     def evaluate(self) -> tuple[float, float]:
         check_split(f"{self.root}/MNIST/raw", "t10k")
-        test_set = datasets.MNIST(self.root, train=False, download=False, transform=TRANSFORM)
+        test_set = loaders.mnist(self.root, train=False)
         self.model.eval()
         loss_sum, correct = 0.0, 0
         with torch.no_grad():
-            for data, target in make_loader(test_set):
+            for data, target in loaders.data_loader(test_set, self.batch_size):
                 data, target = data.to(self.device), target.to(self.device)
                 output = self.model(data)
                 loss_sum += F.nll_loss(output, target, reduction="sum").item()
@@ -345,6 +349,7 @@ class Trainer:
         self.release()
         if self.device.type == "cuda":
             torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats(self.device)
         start = time.perf_counter_ns()
         run("optimizer_init")
         for epoch in range(1, epochs + 1):
@@ -360,7 +365,7 @@ class Trainer:
                 run("loss")
                 run("backward")
                 run("param_update")
-                self.seen = (batch_idx + 1) * BATCH_SIZE
+                self.seen = (batch_idx + 1) * self.batch_size
                 if batch_idx % LOG_INTERVAL == 0:
                     run("progress_print")
                 batch_idx += 1
@@ -370,6 +375,11 @@ class Trainer:
         loop_ns = time.perf_counter_ns() - start
         self.batches = None  # the phases start a new epoch
         return totals, steps, loop_ns, cpu_total
+
+    def peak_device_memory(self) -> int | None:
+        """Peak bytes allocated on the device since train() began; None on cpu (README, "Implementations and
+        workloads")."""
+        return torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None
 
 
 @dataclass(frozen=True)
@@ -390,8 +400,12 @@ def _loaded(t: Trainer) -> dict:
 
 def _copied(t: Trainer) -> dict:
     on_device = t.data.device == t.device and t.target.device == t.device
-    matches = torch.equal(t.data.cpu(), t.host[0]) and torch.equal(t.target.cpu(), t.host[1])
-    return product(t.data, all_finite([t.data]), batch=t.host_index, on_device=on_device, matches_host=matches)
+    matches = torch.equal(t.data.cpu(), t.host[0].cpu()) and torch.equal(t.target.cpu(), t.host[1].cpu())
+    # Nothing was copied: the batch already lived where it was asked for (always on cpu; on cuda when the
+    # whole split lives on the device).
+    resident = t.data.data_ptr() == t.host[0].data_ptr() and t.target.data_ptr() == t.host[1].data_ptr()
+    return product(t.data, all_finite([t.data]), batch=t.host_index, on_device=on_device, matches_host=matches,
+                   resident=resident)
 
 
 def _prepare_forward(t: Trainer):

@@ -212,7 +212,7 @@ class GpuWindow:
 @dataclass
 class Record:
     group: str
-    label: str  # implementation-device, as in the test ids
+    label: str  # implementation-device[-workload], as in the test ids
     gpu: dict | None
     cpu: dict | None
 
@@ -296,7 +296,8 @@ class Monitor:
             gpu_result = gpu.stop() if gpu else None  # the thread stops even when the block fails
         benchmark.extra_info.update(gpu=gpu_result, cpu=cpu_result)
         if benchmark.enabled:
-            self.records.append(Record(benchmark.group, f"{worker.impl}-{worker.device}", gpu_result, cpu_result))
+            label = "-".join(filter(None, (worker.impl, worker.device, benchmark.extra_info.get("workload"))))
+            self.records.append(Record(benchmark.group, label, gpu_result, cpu_result))
 
     def summary_lines(self) -> list[str]:
         """A line per benchmark group for pytest's terminal summary."""

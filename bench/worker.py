@@ -1,6 +1,6 @@
 """The worker subprocess: one per (implementation, device), it owns a trainer and times phases.
 
-    python -m bench.worker --impl python|cpp --reply-fd FD [--library PATH]
+    python -m bench.worker --impl NAME --language python|cpp --reply-fd FD [--library PATH]
 
 Requests arrive as JSON lines on stdin; each gets one JSON line on FD. The process's own
 stdout is pointed at stderr so that nothing printed by torch, torchvision or LibTorch can
@@ -15,6 +15,7 @@ import base64
 import ctypes
 import json
 import os
+import resource
 import signal
 import sys
 import time
@@ -126,7 +127,11 @@ def handle(adapter, request: dict) -> dict:
         totals, steps, loop_ns, cpu_ns = trainer.train(request["epochs"], request["synchronize"])
         # The published Total Time: the program from before its dataset is opened to its last step.
         return {"phase_ns": totals, "steps": steps, "loop_ns": loop_ns, "phase_cpu_ns": cpu_ns,
-                "setup_ns": adapter.setup_ns, "program_ns": adapter.setup_ns + loop_ns}
+                "setup_ns": adapter.setup_ns, "program_ns": adapter.setup_ns + loop_ns,
+                # This process's peak resident memory so far (Linux reports KiB), and the device's peak since
+                # train() began (README, "Implementations and workloads").
+                "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                "peak_device_bytes": trainer.peak_device_memory()}
     if command == "fault":
         fault(request["kind"])
     raise ValueError(f"unknown command '{command}'")
@@ -134,7 +139,8 @@ def handle(adapter, request: dict) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--impl", choices=("python", "cpp"), required=True)
+    parser.add_argument("--impl", required=True, help="the implementation's name (bench/implementations.py)")
+    parser.add_argument("--language", choices=("python", "cpp"), required=True)
     parser.add_argument("--reply-fd", type=int, required=True)
     parser.add_argument("--library")
     args = parser.parse_args(argv)
@@ -161,7 +167,7 @@ def main(argv=None) -> int:
                 reply({"ok": True})
                 continue
             if command == "start":
-                adapter = (PythonAdapter(request["options"]) if args.impl == "python"
+                adapter = (PythonAdapter(request["options"]) if args.language == "python"
                            else CppAdapter(request["options"], args.library))
                 reply({"ok": True, "pid": os.getpid(), "phases": adapter.phase_names(),
                        "threads": adapter.trainer.threads(), "timer_floor_ns": adapter.trainer.timer_floor()})

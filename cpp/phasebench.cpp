@@ -4,6 +4,7 @@
 #include "phasebench.h"
 
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
@@ -27,19 +28,21 @@
 
 namespace {
 
-constexpr int64_t kBatchSize = 64;
 constexpr int64_t kLogInterval = 10;
 constexpr int64_t kImageSide = 28;
+constexpr double kMean = 0.1307, kStd = 0.3081;
 
-// The network of examples/cpp/mnist, declared once.
+// The network of examples/cpp/mnist, declared once; width multiplies every hidden size, as
+// bench/workload.py derives them.
 struct Net : torch::nn::Module {
-  explicit Net(double dropout)
-      : conv1(torch::nn::Conv2dOptions(1, 10, /*kernel_size=*/5)),
-        conv2(torch::nn::Conv2dOptions(10, 20, /*kernel_size=*/5)),
+  Net(double dropout, int64_t width)
+      : conv1(torch::nn::Conv2dOptions(1, 10 * width, /*kernel_size=*/5)),
+        conv2(torch::nn::Conv2dOptions(10 * width, 20 * width, /*kernel_size=*/5)),
         conv2_drop(torch::nn::Dropout2dOptions(dropout)),
-        fc1(320, 50),
-        fc2(50, 10),
-        dropout(dropout) {
+        fc1(20 * width * 4 * 4, 50 * width),
+        fc2(50 * width, 10),
+        dropout(dropout),
+        fc1_inputs(20 * width * 4 * 4) {
     register_module("conv1", conv1);
     register_module("conv2", conv2);
     register_module("conv2_drop", conv2_drop);
@@ -50,7 +53,7 @@ struct Net : torch::nn::Module {
   torch::Tensor forward(torch::Tensor x) {
     x = torch::relu(torch::max_pool2d(conv1->forward(x), 2));
     x = torch::relu(torch::max_pool2d(conv2_drop->forward(conv2->forward(x)), 2));
-    x = x.view({-1, 320});
+    x = x.view({-1, fc1_inputs});
     x = torch::relu(fc1->forward(x));
     x = torch::dropout(x, /*p=*/dropout, /*train=*/is_training());
     x = fc2->forward(x);
@@ -63,6 +66,7 @@ struct Net : torch::nn::Module {
   torch::nn::Linear fc1;
   torch::nn::Linear fc2;
   double dropout;
+  int64_t fc1_inputs;
 };
 
 // LibTorch's MNIST reader checks magic numbers and sizes but silently accepts a truncated
@@ -133,16 +137,81 @@ torch::data::datasets::MNIST load_mnist(const std::string& root, bool train) {
   return torch::data::datasets::MNIST(root, train ? Mode::kTrain : Mode::kTest);
 }
 
-// The idiomatic LibTorch loader (README, "How our trainers differ from pytorch/examples"): Normalize, Stack, sequential batches of 64.
-auto make_loader(const torch::data::datasets::MNIST& mnist) {
+// The idiomatic LibTorch loader (README, "How our trainers differ from pytorch/examples"): Normalize, Stack,
+// sequential batches.
+auto make_loader(const torch::data::datasets::MNIST& mnist, int64_t batch_size) {
   return torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
       torch::data::datasets::MNIST(mnist)
-          .map(torch::data::transforms::Normalize<>(0.1307, 0.3081))
+          .map(torch::data::transforms::Normalize<>(kMean, kStd))
           .map(torch::data::transforms::Stack<>()),
-      kBatchSize);
+      batch_size);
 }
-using Loader = decltype(make_loader(std::declval<torch::data::datasets::MNIST>()));
+using Loader = decltype(make_loader(std::declval<torch::data::datasets::MNIST>(), 1));
 using Batch = torch::data::Example<>;
+
+// Where an implementation's batches come from (README, "Implementations and workloads"): start an epoch,
+// then take batches until there are none. bench/loaders.py holds the Python ones.
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  virtual void start_epoch() = 0;
+  virtual bool next(Batch& batch) = 0;  // false at the end of the epoch
+  // Whether t shares memory the source keeps for good (a slice of its split): such memory outlives
+  // every round, so only the tensor itself can be checked for leftovers.
+  virtual bool keeps_memory_of(const torch::Tensor&) const { return false; }
+};
+
+// cpp: LibTorch's MNIST, mapped through Normalize and Stack, in a sequential data loader.
+class PublishedSource : public BatchSource {
+ public:
+  PublishedSource(const torch::data::datasets::MNIST& mnist, int64_t batch_size)
+      : loader_(make_loader(mnist, batch_size)) {}
+  void start_epoch() override { batches_.emplace(loader_->begin()); }
+  bool next(Batch& batch) override {
+    if (*batches_ == loader_->end()) return false;
+    batch = **batches_;
+    ++*batches_;
+    return true;
+  }
+
+ private:
+  Loader loader_;
+  std::optional<torch::data::Iterator<Batch>> batches_;
+};
+
+// cpp-batched: the split normalized once with the transform's own operation, each batch a slice of it; on
+// cuda the split lives on the device, so copy_to_device copies nothing.
+class SplitSource : public BatchSource {
+ public:
+  SplitSource(const torch::data::datasets::MNIST& mnist, int64_t batch_size, const torch::Device& device)
+      : images_(torch::data::transforms::Normalize<>(kMean, kStd)(mnist.images()).to(device)),
+        targets_(mnist.targets().to(device)),
+        batch_size_(batch_size) {}
+  void start_epoch() override { next_ = 0; }
+  bool keeps_memory_of(const torch::Tensor& t) const override {
+    return t.is_alias_of(images_) || t.is_alias_of(targets_);
+  }
+  bool next(Batch& batch) override {
+    const int64_t size = images_.size(0);
+    if (next_ >= size) return false;
+    const int64_t end = std::min(next_ + batch_size_, size);
+    batch = Batch(images_.slice(0, next_, end), targets_.slice(0, next_, end));
+    next_ = end;
+    return true;
+  }
+
+ private:
+  torch::Tensor images_, targets_;
+  int64_t batch_size_;
+  int64_t next_ = 0;
+};
+
+std::unique_ptr<BatchSource> make_source(const std::string& kind, const torch::data::datasets::MNIST& mnist,
+                                         int64_t batch_size, const torch::Device& device) {
+  if (kind == "published") return std::make_unique<PublishedSource>(mnist, batch_size);
+  if (kind == "batched") return std::make_unique<SplitSource>(mnist, batch_size, device);
+  throw std::invalid_argument("unknown loader '" + kind + "': published or batched");
+}
 
 struct Phase {
   std::string name;
@@ -175,8 +244,8 @@ void busy_wait(int64_t ns) {
 struct WeakTensor {
   c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> impl;
   std::optional<c10::weak_intrusive_ptr<c10::StorageImpl>> storage;
-  explicit WeakTensor(const torch::Tensor& t) : impl(t.getIntrusivePtr()) {
-    if (t.has_storage()) storage.emplace(t.storage().getWeakStorageImpl());
+  WeakTensor(const torch::Tensor& t, bool with_storage) : impl(t.getIntrusivePtr()) {
+    if (with_storage && t.has_storage()) storage.emplace(t.storage().getWeakStorageImpl());
   }
   bool alive() const { return !impl.expired() || (storage && !storage->expired()); }
 };
@@ -189,11 +258,17 @@ class Trainer {
   explicit Trainer(const pb_options& options)
       : options_(options),
         device_(options.device ? options.device : "cpu"),
-        mnist_(load_mnist(options.data_root ? options.data_root : "", /*train=*/true)),
-        loader_(make_loader(mnist_)) {
+        width_(options.width),
+        batch_size_(options.batch_size),
+        loader_kind_(options.loader ? options.loader : "published"),
+        mnist_(load_mnist(options.data_root ? options.data_root : "", /*train=*/true)) {
+    if (width_ < 1 || batch_size_ < 1)
+      throw std::invalid_argument("width and batch size must be at least 1, got " + std::to_string(width_) +
+                                  " and " + std::to_string(batch_size_));
     if (device_.is_cuda() && !torch::cuda::is_available())
       throw std::runtime_error("device " + device_.str() + " requested but CUDA is not available");
     if (device_.is_cuda() && !device_.has_index()) device_ = torch::Device(torch::kCUDA, 0);
+    source_ = make_source(loader_kind_, mnist_, batch_size_, device_);
     if (options.threads > 0) torch::set_num_threads(options.threads);
     torch::manual_seed(options.seed);
     if (options.log_path) {
@@ -262,15 +337,25 @@ class Trainer {
     return out.str();
   }
 
-  int64_t epoch_batches() { return (dataset_size_ + kBatchSize - 1) / kBatchSize; }
+  int64_t epoch_batches() { return (dataset_size_ + batch_size_ - 1) / batch_size_; }
 
+  // From a source of its own, so that the trainer's epoch does not move.
   Batch batch_at(int64_t index) {
-    auto loader = make_loader(mnist_);
+    auto source = make_source(loader_kind_, mnist_, batch_size_, device_);
+    source->start_epoch();
+    Batch batch;
     int64_t i = 0;
-    for (auto& batch : *loader)
-      if (i++ == index) return batch;
+    for (; source->next(batch); ++i)
+      if (i == index) return Batch(batch.data.cpu(), batch.target.cpu());
     throw std::out_of_range("batch " + std::to_string(index) + " of an epoch of " +
                             std::to_string(i) + " batches");
+  }
+
+  // Peak bytes LibTorch's caching allocator held for tensors since train() began; -1 on cpu.
+  int64_t peak_device_memory() const {
+    if (!device_.is_cuda()) return -1;
+    const auto stats = c10::getDeviceAllocator(device_.type())->getDeviceStats(device_.index());
+    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
   }
 
   // One training step, without its log line.
@@ -290,7 +375,7 @@ class Trainer {
     model_->eval();
     double loss_sum = 0;
     int64_t correct = 0;
-    auto loader = make_loader(*test_);
+    auto loader = make_loader(*test_, batch_size_);
     for (const auto& batch : *loader) {
       auto data = batch.data.to(device_), targets = batch.target.to(device_);
       auto output = model_->forward(data);
@@ -330,16 +415,8 @@ class Trainer {
       }
     };
     bool more = true;
-    std::optional<torch::data::Iterator<Batch>> it;
     const RunPhase build = phase("optimizer_init", [&] { build_model(); }),
-                   load = phase("data_loading",
-                                [&] {
-                                  more = *it != loader_->end();
-                                  if (more) {
-                                    host_ = **it;
-                                    ++*it;
-                                  }
-                                }),
+                   load = phase("data_loading", [&] { more = source_->next(host_); }),
                    copy = phase("copy_to_device", [&] { copy_batch(); }),
                    forward_pass = phase("forward", [&] { forward(); }),
                    loss = phase("loss", [&] { compute_loss(); }),
@@ -347,13 +424,13 @@ class Trainer {
                    param_update = phase("param_update", [&] { update(); }),
                    progress = phase("progress_print", [&] { print_progress(); });
     release();
-    batches_.reset();  // the phases start a new epoch afterwards
     sync();
+    if (device_.is_cuda()) c10::getDeviceAllocator(device_.type())->resetPeakStats(device_.index());
     const auto start = std::chrono::steady_clock::now();
     run(build);
     for (int32_t epoch = 1; epoch <= epochs; ++epoch) {
       epoch_ = epoch;
-      it.emplace(loader_->begin());
+      source_->start_epoch();
       for (int64_t batch_idx = 0;; ++batch_idx) {
         run(load);
         if (!more) break;
@@ -362,14 +439,16 @@ class Trainer {
         run(loss);
         run(backward_pass);
         run(param_update);
-        seen_ = (batch_idx + 1) * kBatchSize;
+        seen_ = (batch_idx + 1) * batch_size_;
         if (batch_idx % kLogInterval == 0) run(progress);
         ++steps;
       }
     }
     sync();
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-        .count();
+    const auto loop_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+    epoch_started_ = false;  // the phases start a new epoch afterwards
+    return loop_ns;
   }
 
  private:
@@ -413,7 +492,7 @@ class Trainer {
   }
 
   void build_model() {
-    model_ = std::make_shared<Net>(options_.dropout);
+    model_ = std::make_shared<Net>(options_.dropout, width_);
     model_->to(device_);
     optimizer_ = std::make_unique<torch::optim::SGD>(
         model_->parameters(), torch::optim::SGDOptions(kLearningRate).momentum(kMomentum));
@@ -421,14 +500,14 @@ class Trainer {
 
   // The next batch, starting a new epoch when the last one ends.
   void load_batch() {
-    if (!batches_ || *batches_ == loader_->end()) {
-      batches_.emplace(loader_->begin());
+    if (!epoch_started_ || !source_->next(host_)) {
+      source_->start_epoch();
+      epoch_started_ = true;
       ++epoch_;
       seen_ = 0;
       host_index_ = -1;
+      if (!source_->next(host_)) throw std::logic_error("an epoch without batches");
     }
-    host_ = **batches_;
-    ++*batches_;
     seen_ += host_.data.size(0);
     ++host_index_;
   }
@@ -467,7 +546,7 @@ class Trainer {
       for (const auto& p : fresh_model_->parameters()) tensors.push_back(p);
     std::vector<WeakTensor> weak;
     for (const auto& t : tensors)
-      if (t.defined()) weak.emplace_back(t);
+      if (t.defined()) weak.emplace_back(t, !source_->keeps_memory_of(t));
     return weak;
   }
 
@@ -495,7 +574,7 @@ class Trainer {
     r.ndim = static_cast<int32_t>(std::min<int64_t>(main.dim(), 4));
     for (int32_t d = 0; d < r.ndim; ++d) r.shape[d] = main.size(d);
     r.batch_index = -1;
-    r.leftovers = r.on_device = r.matches_host = r.nonzero_grads = r.zero_before = r.distinct = -1;
+    r.leftovers = r.on_device = r.matches_host = r.resident = r.nonzero_grads = r.zero_before = r.distinct = -1;
     r.recompute_error = r.update_error = r.moved = std::nan("");
     return r;
   }
@@ -525,7 +604,10 @@ class Trainer {
     auto r = product(data_, finite(data_));
     r.batch_index = host_index_;
     r.on_device = data_.device() == device_ && target_.device() == device_;
-    r.matches_host = torch::equal(data_.cpu(), host_.data) && torch::equal(target_.cpu(), host_.target);
+    r.matches_host = torch::equal(data_.cpu(), host_.data.cpu()) && torch::equal(target_.cpu(), host_.target.cpu());
+    // Nothing was copied: the batch already lived where it was asked for (always on cpu; on cuda when the
+    // whole split lives on the device).
+    r.resident = data_.data_ptr() == host_.data.data_ptr() && target_.data_ptr() == host_.target.data_ptr();
     return r;
   }
   // The output against the model run again on the same input with the same dropout draws.
@@ -598,7 +680,7 @@ class Trainer {
         {"copy_to_device", [this] { load_batch(); }, [this] { copy_batch(); }, [this] { return copied(); }},
         {"optimizer_init", nullptr,
          [this] {
-           fresh_model_ = std::make_shared<Net>(options_.dropout);
+           fresh_model_ = std::make_shared<Net>(options_.dropout, width_);
            fresh_model_->to(device_);
            fresh_optimizer_ = std::make_unique<torch::optim::SGD>(
                fresh_model_->parameters(), torch::optim::SGDOptions(kLearningRate).momentum(kMomentum));
@@ -646,10 +728,12 @@ class Trainer {
 
   pb_options options_;
   torch::Device device_;
+  int64_t width_, batch_size_;
+  std::string loader_kind_;
   torch::data::datasets::MNIST mnist_;
   std::optional<torch::data::datasets::MNIST> test_;
-  Loader loader_;
-  std::optional<torch::data::Iterator<Batch>> batches_;
+  std::unique_ptr<BatchSource> source_;
+  bool epoch_started_ = false;
   std::shared_ptr<Net> model_, fresh_model_;
   std::unique_ptr<torch::optim::SGD> optimizer_, fresh_optimizer_;
   std::vector<Phase> phases_;
@@ -743,10 +827,21 @@ extern "C" {
 
 const char* pb_last_error(void) { return last_error.c_str(); }
 
+int pb_abi_version(int32_t* version) {
+  return guarded([&] {
+    require(version, "version output");
+    *version = PB_ABI_VERSION;
+  });
+}
+
 int pb_create(const pb_options* options, pb_session** out) {
   return guarded([&] {
     require(options, "options");
     require(out, "output handle");
+    if (options->struct_size != static_cast<int64_t>(sizeof(pb_options)))
+      throw std::invalid_argument("pb_options of " + std::to_string(options->struct_size) +
+                                  " bytes, this library's has " + std::to_string(sizeof(pb_options)) +
+                                  ": the bindings and the library come from different sources");
     require(options->data_root, "data_root");
     *out = nullptr;
     auto session = std::unique_ptr<pb_session>(new pb_session{Trainer(*options)});
@@ -904,6 +999,14 @@ int pb_evaluate(pb_session* session, double* accuracy, double* mean_loss) {
     require(accuracy, "accuracy output");
     require(mean_loss, "loss output");
     std::tie(*accuracy, *mean_loss) = trainer.evaluate();
+  });
+}
+
+int pb_peak_device_memory(pb_session* session, int64_t* bytes) {
+  return guarded([&] {
+    auto& trainer = trainer_of(session);
+    require(bytes, "bytes output");
+    *bytes = trainer.peak_device_memory();
   });
 }
 

@@ -14,12 +14,16 @@ extern "C" {
 
 #define PB_OK 0
 #define PB_ERROR 1
+/* Bumped whenever a struct or a signature below changes: bench/cpp_lib.py refuses a library whose
+ * pb_abi_version() differs (or that lacks it), instead of misreading memory. */
+#define PB_ABI_VERSION 2
 
 /* Opaque: one model, optimizer and data loader. A handle is a token (a slot and a generation),
  * never an address to dereference; a destroyed session's token stays refused. */
 typedef struct pb_session pb_session;
 
 typedef struct {
+    int64_t struct_size;    /* sizeof(pb_options) as the caller knows it; pb_create refuses another size */
     const char* data_root;  /* folder holding the MNIST IDX files */
     const char* device;     /* "cpu", "cuda" or "cuda:N" */
     const char* log_path;   /* progress_print's log sink */
@@ -28,6 +32,11 @@ typedef struct {
     double dropout;         /* 0.5 as published; 0 turns both dropouts off (equivalence tests) */
     const char* slow_phase; /* test-only: this phase busy-waits slow_ns inside its timed body */
     int64_t slow_ns;
+    /* The workload (README, "Implementations and workloads"): every hidden size times width, and the batch size. */
+    int64_t width;          /* 1 as published */
+    int64_t batch_size;     /* 64 as published */
+    const char* loader;     /* "published" (LibTorch's MNIST, Normalize, Stack) or "batched" (slices of the
+                               split normalized once, on the device on cuda); NULL is "published" */
 } pb_options;
 
 /* What a phase produced, so that a plain test can check it did real work. The checks are -1
@@ -43,6 +52,7 @@ typedef struct {
     int32_t leftovers;       /* tensors earlier rounds left that were alive when the clock started */
     int32_t on_device;       /* copy_to_device: data and target are on the requested device */
     int32_t matches_host;    /* copy_to_device: and equal to the host batch */
+    int32_t resident;        /* copy_to_device: nothing was copied, the batch already lived on the device */
     int32_t nonzero_grads;   /* backward: parameters with a non-zero gradient */
     int32_t zero_before;     /* backward: every gradient was unset or zero when the clock started */
     int32_t distinct;        /* optimizer_init: new parameters, sharing neither memory nor values */
@@ -52,6 +62,9 @@ typedef struct {
 } pb_result;
 
 const char* pb_last_error(void);
+
+/* PB_ABI_VERSION as this library was built. */
+int pb_abi_version(int32_t* version);
 
 int pb_create(const pb_options* options, pb_session** out);
 int pb_destroy(pb_session* session);
@@ -92,6 +105,10 @@ int pb_evaluate(pb_session* session, double* accuracy, double* mean_loss);
  * and only the whole loop is. */
 int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t* phase_ns,
              int64_t phase_capacity, int64_t* steps, int64_t* loop_ns, int64_t* cpu_ns);
+
+/* Peak bytes allocated on the session's device since its last pb_train began (LibTorch's caching
+ * allocator); -1 on cpu. */
+int pb_peak_device_memory(pb_session* session, int64_t* bytes);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,108 @@
+"""The registry of implementations (README, "Implementations and workloads").
+
+One record per implementation: its name on the command line, its language (which worker runs it), what
+it changes against the published pipeline of its language, the implementation it is compared with (the
+report's ratios, the ratio gate, the equivalence tests), the devices it runs on with the reason it is
+absent elsewhere, and its phases. The worker pool, the test parametrization, the report and the gate
+iterate over this registry and never name two languages: adding an implementation is one entry here
+plus its loader or step in one language (bench/loaders.py, or cpp/phasebench.cpp's make_source).
+
+This module imports neither torch nor the trainers, so that the report and the gate can read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+LANGUAGES = ("python", "cpp")
+DEVICES = ("cpu", "cuda")
+# The training phases, in order (bench/trainer.py's PHASES and Trainer::make_phases say what each does).
+TRAINING_PHASES = ("data_loading", "copy_to_device", "optimizer_init", "forward", "loss", "backward",
+                   "param_update", "progress_print", "train_step")
+
+
+@dataclass(frozen=True)
+class Implementation:
+    name: str
+    language: str  # "python" or "cpp": which worker (bench/worker.py) runs it
+    changes: str  # what it changes against the published pipeline of its language, in a few words
+    reference: str | None  # what it is compared with (None: the published pair, compared with each other)
+    loader: str = "published"  # the trainer's data pipeline: bench/loaders.py, Trainer::make_source
+    optimizer: str = "sgd"  # "sgd" as published, "foreach" or "fused" (Python's torch.optim.SGD flags)
+    # Devices it does not run on, with the reason its cases skip there.
+    absent: dict[str, str] = field(default_factory=dict)
+    # Per device, what a reader of its results must know (recorded in extra_info["note"]).
+    notes: dict[str, str] = field(default_factory=dict)
+    phases: tuple[str, ...] = TRAINING_PHASES
+    split_on_device: bool = False  # on an accelerator the whole split lives there: copy_to_device copies nothing
+
+    def __post_init__(self):
+        assert self.language in LANGUAGES, f"{self.name}: unknown language {self.language}"
+        assert set(self.absent) <= set(DEVICES) and set(self.notes) <= set(DEVICES)
+
+    def absent_reason(self, device: str) -> str | None:
+        return self.absent.get(device)
+
+    def trainer_options(self) -> dict:
+        """What the trainer of its language is told (Trainer kwargs; pb_options for C++)."""
+        options = {"loader": self.loader}
+        return options | ({"optimizer": self.optimizer} if self.language == "python" else {})
+
+    @property
+    def pair(self) -> str:
+        """The implementation its ratio is taken against: its reference, or for the published pair the other side."""
+        return self.reference or ("cpp" if self.language == "python" else "python")
+
+
+REGISTRY: tuple[Implementation, ...] = (
+    Implementation("python", "python", "the published Python pipeline: torchvision's MNIST, ToTensor and Normalize "
+                   "per image, a DataLoader of 64", None),
+    Implementation("cpp", "cpp", "the published C++ pipeline: LibTorch's MNIST (the split converted to float / 255 "
+                   "once), Normalize and Stack per batch", None),
+    Implementation("python-tensor", "python", "LibTorch's loader design in Python: the split converted to float / 255 "
+                   "once, per index a Normalize, a DataLoader that stacks the batch", "cpp", loader="tensor"),
+    Implementation("python-batched", "python", "the split normalized once; each batch is a slice of it", "cpp-batched",
+                   loader="batched", split_on_device=True),
+    Implementation("cpp-batched", "cpp", "the split normalized once; each batch is a slice of it", "cpp",
+                   loader="batched", split_on_device=True),
+    Implementation("python-workers", "python", "the published pipeline in one persistent DataLoader worker process "
+                   "(pin_memory on cuda), as pytorch/examples runs on accelerators", "python", loader="workers"),
+    Implementation("python-foreach", "python", "the published pipeline with torch.optim.SGD(foreach=True)", "python",
+                   optimizer="foreach",
+                   notes={"cuda": "foreach is already torch.optim.SGD's default on cuda: python-foreach trains as "
+                                  "python does there"}),
+    Implementation("python-fused", "python", "the published pipeline with torch.optim.SGD(fused=True)", "python",
+                   optimizer="fused"),
+)
+BY_NAME = {impl.name: impl for impl in REGISTRY}
+NAMES = tuple(BY_NAME)
+DEFAULT_IMPLS = ("python", "cpp")  # the published pair
+
+
+def get(name: str) -> Implementation:
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown implementation '{name}': {', '.join(NAMES)}") from None
+
+
+def parse(text: str) -> tuple[str, ...]:
+    """--impl's value: names comma-separated, or 'all'; a ValueError lists the valid ones."""
+    chosen = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    if chosen == ("all",):
+        return NAMES
+    bad = [name for name in chosen if name not in BY_NAME]
+    if bad or not chosen:
+        raise ValueError(f"--impl {text!r}: valid values are {', '.join(NAMES)} (comma-separated), or all")
+    return chosen
+
+
+def variants() -> tuple[Implementation, ...]:
+    """Every implementation that has a reference: what the equivalence tests compare with it."""
+    return tuple(impl for impl in REGISTRY if impl.reference)
+
+
+def language_reference(impl: Implementation) -> Implementation:
+    """The published implementation of its language, which it must train bit-identically to (README, "Both
+    implementations train the same model")."""
+    return BY_NAME[impl.language]

@@ -1,0 +1,96 @@
+"""Python's data pipelines, one small function each (README, "Implementations and workloads").
+
+Every loader yields (images, labels) batches of the same values in the same order: the published
+normalization, (x / 255 − 0.1307) / 0.3081, computed with the same float32 operations, so that every
+implementation trains bit-identically to the published one (bench/test_equivalence.py). Iterating a
+loader starts an epoch; len() is its batch count.
+"""
+
+from __future__ import annotations
+
+import torch
+from torchvision import datasets, transforms
+
+MEAN, STD = 0.1307, 0.3081
+TRANSFORM = transforms.Compose([transforms.ToTensor(), transforms.Normalize((MEAN,), (STD,))])
+NORMALIZE = transforms.Normalize((MEAN,), (STD,))
+
+
+def mnist(root: str, train: bool, transform=TRANSFORM) -> datasets.MNIST:
+    return datasets.MNIST(root, train=train, download=False, transform=transform)
+
+
+def data_loader(dataset, batch_size: int, **options) -> torch.utils.data.DataLoader:
+    # A generator of its own: each new iterator draws a base seed from the loader's generator, which
+    # would otherwise be the global one that dropout draws from; LibTorch's loader draws nothing.
+    return torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=False, generator=torch.Generator(),
+                                       **({"num_workers": 0} | options))
+
+
+def scaled_split(dataset: datasets.MNIST) -> torch.Tensor:
+    """The split as float / 255 in one operation, [N, 1, 28, 28]: what ToTensor computes per image, and
+    what LibTorch's MNIST constructor computes once."""
+    return dataset.data.unsqueeze(1).to(torch.float32).div(255)
+
+
+def published(root: str, batch_size: int, device: torch.device):
+    """torchvision's MNIST with ToTensor and Normalize per image, a DataLoader (pytorch/examples' main.py)."""
+    return data_loader(mnist(root, True), batch_size)
+
+
+class ScaledMNIST(torch.utils.data.Dataset):
+    """LibTorch's MNIST in Python: the split converted once (untimed, at construction), per index the same
+    Normalize, stacked by the DataLoader's collate: a map-style Dataset as Python users write one."""
+
+    def __init__(self, root: str):
+        raw = mnist(root, True, transform=None)
+        self.images, self.targets = scaled_split(raw), raw.targets
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, index: int):
+        return NORMALIZE(self.images[index]), int(self.targets[index])
+
+
+def tensor(root: str, batch_size: int, device: torch.device):
+    return data_loader(ScaledMNIST(root), batch_size)
+
+
+class SplitBatches:
+    """The split normalized once, each batch a slice of it; on an accelerator the split lives there, so a
+    batch is already on the device (copy_to_device copies nothing; its product says so)."""
+
+    def __init__(self, root: str, batch_size: int, device: torch.device):
+        raw = mnist(root, True, transform=None)
+        images = NORMALIZE(scaled_split(raw))  # the same float32 operations as per image
+        self.images, self.targets = images.to(device), raw.targets.to(device)
+        self.batch_size = batch_size
+
+    def __len__(self) -> int:
+        return -(-len(self.targets) // self.batch_size)
+
+    def __iter__(self):
+        images, targets, size = self.images, self.targets, self.batch_size
+        for start in range(0, len(targets), size):
+            yield images[start:start + size], targets[start:start + size]
+
+
+def batched(root: str, batch_size: int, device: torch.device):
+    return SplitBatches(root, batch_size, device)
+
+
+def workers(root: str, batch_size: int, device: torch.device):
+    """The published pipeline with pytorch/examples' settings on accelerators: one worker process that stays
+    between epochs, and pinned batches on cuda."""
+    return data_loader(mnist(root, True), batch_size, num_workers=1, persistent_workers=True,
+                       pin_memory=device.type == "cuda")
+
+
+LOADERS = {"published": published, "tensor": tensor, "batched": batched, "workers": workers}
+
+
+def make(kind: str, root: str, batch_size: int, device: torch.device):
+    if kind not in LOADERS:
+        raise ValueError(f"unknown loader '{kind}': {', '.join(LOADERS)}")
+    return LOADERS[kind](root, batch_size, device)
