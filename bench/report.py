@@ -502,7 +502,7 @@ def scaling_chart(path: Path, result: dict, title: str) -> bool:
             panels[device] = lines
     if not panels:
         return False
-    figure, axes = plt.subplots(1, len(panels), squeeze=False, figsize=(6.5 * len(panels), 4.8))
+    figure, axes = plt.subplots(1, len(panels), squeeze=False, figsize=(max(9.0, 6.5 * len(panels)), 5.2))
     for axis, (device, lines) in zip(axes[0], panels.items()):
         for (impl, reference, batch_size), points in sorted(lines.items()):
             widths, ratios = zip(*sorted(points))
@@ -546,8 +546,7 @@ def main(argv: list[str] | None = None) -> int:
         saved = str(result.get("datetime", "?"))[:16].replace("T", " ")
         chart(chart_path, result, f"phasebench per-phase times, Python vs C++ (result saved {saved})")
         scaling_path = args.out / f"{path.stem}-workloads.png"
-        scaled = scaling_chart(scaling_path, result, f"phasebench train_step against its reference by workload "
-                                                     f"(result saved {saved})")
+        scaled = scaling_chart(scaling_path, result, f"train_step against the reference, by workload (result saved {saved})")
         for note in notes:
             print(f"bench.report: {note}", file=sys.stderr)
         print(f"table: {table_path}\nchart: {chart_path}" + (f"\nchart: {scaling_path}" if scaled else ""),

@@ -258,7 +258,7 @@ def test_without_nvml_gpu_is_null_and_the_suite_records_why():
     else:
         pynvml.nvmlShutdown()
         pytest.skip("NVML works on this machine")
-    import conftest
+    from bench import plugin
 
     samplers, benchmark = Monitor(), fake_benchmark()
     with samplers.watch(benchmark, worker_on("cuda")):
@@ -266,7 +266,7 @@ def test_without_nvml_gpu_is_null_and_the_suite_records_why():
     assert benchmark.extra_info["gpu"] is None and set(benchmark.extra_info["cpu"]) == CPU_KEYS
     machine_info = {}
     config = SimpleNamespace(phasebench=SimpleNamespace(machine={"torch": "x"}, utilization=samplers))
-    conftest.pytest_benchmark_update_machine_info(config, machine_info)
+    plugin.pytest_benchmark_update_machine_info(config, machine_info)
     assert machine_info["phasebench"] == {"torch": "x", "gpu_sampling": expected}
     assert samplers.summary_lines()[-1] == f"GPU not sampled: {expected}"
 
