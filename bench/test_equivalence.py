@@ -38,6 +38,9 @@ BATCH_SIZES = {0: 64, EPOCH_BATCHES // 2: 64, EPOCH_BATCHES - 1: 32}  # first, m
 OTHER_WORKLOAD = Workload(width=2, batch_size=100)
 IMAGE_TOLERANCE = 1e-6  # absolute, on normalized pixels
 STEPS = 100
+# A whole epoch per request: on this 2-core machine, loaded by other jobs, one took over 300 s
+# (--round-timeout's default, which the other requests keep).
+EPOCH_TIMEOUT_S = 1800
 PUBLISHED_DROPOUT = 0.5
 
 
@@ -62,8 +65,8 @@ class Pair:
     python = property(lambda self: self.first)
     cpp = property(lambda self: self.second)
 
-    def ask_both(self, message: dict) -> dict[str, dict]:
-        return {worker.impl: worker.request(message) for worker in self.workers}
+    def ask_both(self, message: dict, timeout: float | None = None) -> dict[str, dict]:
+        return {worker.impl: worker.request(message, timeout=timeout) for worker in self.workers}
 
 
 @contextlib.contextmanager
@@ -236,7 +239,7 @@ def test_same_one_epoch_run(fresh_pair):
     assert_bit_identical(layout, get_params(pair.python), get_params(pair.cpp),
                          "weights train() starts from")
 
-    runs = pair.ask_both({"cmd": "train", "epochs": 1, "synchronize": True})
+    runs = pair.ask_both({"cmd": "train", "epochs": 1, "synchronize": True}, timeout=EPOCH_TIMEOUT_S)
     steps = {impl: run["steps"] for impl, run in runs.items()}
     assert steps == {impl: EPOCH_BATCHES for impl in IMPLEMENTATIONS}, f"steps in one epoch: {steps}"
     assert_bit_identical(layout, get_params(pair.python), get_params(pair.cpp),
