@@ -77,12 +77,20 @@ def build_hash(variables: dict[str, str]) -> str:
     return digest.hexdigest()[:16]
 
 
+def toolchain_missing() -> str | None:
+    """Why the C++ library cannot be built here (no compiler or make on PATH), or None when it can."""
+    for tool in (os.environ.get("CXX", "g++"), "make"):  # make_variables()'s CXX
+        if shutil.which(tool) is None:
+            return f"no C++ toolchain: '{tool}' not found on PATH (install g++ and make)"
+    return None
+
+
 def library_path(quiet: bool = True) -> Path:
     """The built library, building it first if the cache has none for this hash."""
+    missing = toolchain_missing()
+    if missing:
+        raise BuildUnavailable(missing)
     variables = make_variables()
-    for tool in (variables["CXX"], "make"):
-        if shutil.which(tool) is None:
-            raise BuildUnavailable(f"no C++ toolchain: '{tool}' not found on PATH (install g++ and make)")
     out_dir = BUILD_DIR / build_hash(variables)
     library = out_dir / LIBRARY_NAME
     if library.exists():

@@ -3,7 +3,7 @@ per phase, device and workload, the median ratio of every implementation to the 
 reference (python/cpp for the published pair), baselines checked before anything runs, and the test-only knob
 that slows one phase on purpose to prove that the gates fail.
 
-    python -m bench.gate BASELINE.json RESULT.json
+    python -m bench.gate BASELINE RESULT    (files, or run numbers or names as --benchmark-compare takes them)
 
 prints how every benchmark's median and every phase's python/cpp ratio moved between two saved results,
 largest change first: the figure to set the thresholds above (README, "Noise").
@@ -175,10 +175,13 @@ def ratio_changes(baseline, current) -> list[RatioChange]:
 
 def gate_failures(baselines: dict, current: list[dict], ratio_limit: int | None) -> list[str]:
     """What fails a compared run beyond pytest-benchmark's own --benchmark-compare-fail: a baseline that
-    shares no benchmark with the run (the gate would pass by comparing nothing) and, with ratio_limit,
+    shares no benchmark with the run, or a run in which no benchmark ran (the gate would pass by comparing
+    nothing) and, with ratio_limit,
     every phase whose python/cpp ratio moved more than ratio_limit percent.
 
     baselines: {path: {fullname: saved benchmark}}, as pytest-benchmark loaded them; current: this run's."""
+    if not current:  # every case skipped (a GPU runner without its GPU) or failed: the gate must not pass
+        return [f"nothing compared: no benchmark ran, so none was compared with {', '.join(map(str, baselines))}"]
     failures = []
     for path, baseline in baselines.items():
         if not any(bench["fullname"] in baseline for bench in current):
@@ -195,19 +198,34 @@ def gate_failures(baselines: dict, current: list[dict], ratio_limit: int | None)
 
 # -- python -m bench.gate ---------------------------------------------------------------------------
 
-def _load(path: str) -> dict:
+def _load(name: str, storage: str) -> tuple[str, dict]:
+    """A saved result named as bench.report and --benchmark-compare take it (a path, a run number, a name), and
+    its path."""
+    from bench.report import find_results  # bench.report imports this module
+
+    found = find_results([name], storage, prog="bench.gate")
+    if len(found) > 1:
+        raise SystemExit(f"bench.gate: {name} matches {len(found)} saved results ({', '.join(p.name for p in found)}); "
+                         f"name one")
+    path = str(found[0])
     error = baseline_error(Path(path))
     if error:
-        raise SystemExit(f"{path}: {error}")
-    return json.loads(Path(path).read_text(encoding="utf8"))
+        raise SystemExit(f"bench.gate: {path}: {error}")
+    return path, json.loads(Path(path).read_text(encoding="utf8"))
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("baseline", help="a saved pytest-benchmark result (.benchmarks/…/NNNN_NAME.json)")
+    from bench.report import DEFAULT_STORAGE
+
+    parser.add_argument("baseline", help="a saved pytest-benchmark result: a file, or a run number or name as "
+                                         "--benchmark-compare takes it (0001)")
     parser.add_argument("result", help="another one, of the same benchmarks")
+    parser.add_argument("--storage", default=DEFAULT_STORAGE,
+                        help=f"where saved results are, as --benchmark-storage (default: {DEFAULT_STORAGE})")
     args = parser.parse_args(argv)
-    baseline_result, result_result = _load(args.baseline), _load(args.result)
+    (args.baseline, baseline_result), (args.result, result_result) = (_load(name, args.storage)
+                                                                      for name in (args.baseline, args.result))
     different = method.mismatch(args.baseline, baseline_result, method.method_of(result_result))
     if different:
         raise SystemExit(different.replace("this run", args.result))

@@ -7,7 +7,8 @@ pytest-benchmark compares and fails on its own (--benchmark-compare, --benchmark
 - a baseline that is missing or unreadable, or was measured by another method (bench/method.py), stops the
   run before it starts, in one line naming the file
   (pytest-benchmark only warns, runs everything, then fails with a traceback, or compares nothing);
-- a run that compared none of its benchmarks fails instead of passing the gate by default.
+- a run that compared none of its benchmarks, or ran none (every case skipped), fails instead of passing the
+  gate by default.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def pytest_sessionfinish(session):
         return
     # A case that failed or was cut short (Ctrl-C, SIGTERM) is not a result: it gates nothing.
     current = [bench.as_dict(include_data=False) for bench in bs.benchmarks if bench and not bench.has_error]
-    failures = gate.gate_failures(bs.compared_mapping, current, limit) if current else []
+    failures = gate.gate_failures(bs.compared_mapping, current, limit)
     session.config.stash[_FAILURES] = failures
     # pytest-benchmark reports its own --benchmark-compare-fail verdict (performance_regressions) below.
     if (failures or bs.performance_regressions) and session.exitstatus == pytest.ExitCode.OK:

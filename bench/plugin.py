@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
 import signal
 from dataclasses import dataclass, field
 
 import pytest
 
-from bench import data, gate, implementations, utilization
+from bench import build, data, gate, implementations, utilization
 from bench.implementations import DEVICES
 from bench.method import METHOD_VERSION
 from bench.workload import DEFAULT as DEFAULT_WORKLOAD, Workload, parse_sizes, workloads
@@ -26,6 +27,25 @@ pytest_plugins = ["bench.gate_plugin"]  # --phase-ratio-fail and baseline checks
 RUN_ORDER = pytest.StashKey[int]()  # a test_phase case's place among the implementations of its phase
 COMMIT_ENV, DIRTY_ENV = "PHASEBENCH_COMMIT", "PHASEBENCH_DIRTY"  # for a copy without git history
 PATH_OPTIONS = ("--mnist-root",)  # options whose value pytest may take for a test path (README, "Options")
+DEFAULT_DATA = build.ROOT / "data"  # the repository's, wherever pytest is started
+DEFAULT_STORAGE = f"file://{build.ROOT / '.benchmarks'}"  # bench.report and bench.gate read it too
+PYTEST_BENCHMARK_STORAGE = "file://./.benchmarks"  # pytest-benchmark's default, relative to where pytest started
+# pytest-benchmark options the suite cannot honour: every phase is timed inside its worker process, for the rounds
+# the suite's own options set (README, "Options"). Each is refused in one line that names what to use instead.
+WORKER_TIMING = "phasebench times each phase inside its worker process"
+REFUSED_BENCHMARK_OPTIONS = {
+    "--benchmark-min-rounds": f"{WORKER_TIMING} for a fixed number of rounds: use --rounds N",
+    "--benchmark-max-time": f"{WORKER_TIMING} for a fixed number of rounds: use --rounds N",
+    "--benchmark-min-time": f"{WORKER_TIMING}, one call a round: use --rounds N",
+    "--benchmark-precision": f"{WORKER_TIMING} for a fixed number of rounds: use --rounds N",
+    "--benchmark-confidence": f"{WORKER_TIMING} for a fixed number of rounds: use --rounds N",
+    "--benchmark-calibration-precision": f"{WORKER_TIMING}, one call a round, never calibrated: use --rounds N",
+    "--benchmark-warmup": f"{WORKER_TIMING} after its own warm-up rounds: use --warmup-rounds N",
+    "--benchmark-warmup-iterations": f"{WORKER_TIMING} after its own warm-up rounds: use --warmup-rounds N",
+    "--benchmark-timer": f"{WORKER_TIMING} with its own clock (time.perf_counter_ns, std::chrono::steady_clock)",
+    "--benchmark-disable-gc": f"{WORKER_TIMING}; the pytest process's garbage collector is not in the clock",
+    "--benchmark-cprofile": f"{WORKER_TIMING}; the work runs there, out of cProfile's sight",
+}
 
 
 @dataclass
@@ -58,7 +78,7 @@ class Settings:
 
 def pytest_addoption(parser):
     group = parser.getgroup("phasebench", "phasebench: Python vs C++ training phases")
-    group.addoption("--impl", default=",".join(implementations.DEFAULT_IMPLS),
+    group.addoption("--impl", default=None,
                     help=f"implementations to run, comma-separated, or all: {', '.join(implementations.NAMES)} "
                          f"(default: {','.join(implementations.DEFAULT_IMPLS)}, the published pair)")
     group.addoption("--width", default="1",
@@ -66,11 +86,12 @@ def pytest_addoption(parser):
     group.addoption("--batch-size", default="64",
                     help="workload: batch sizes, comma-separated (default: 64, as published); every width runs "
                          "every batch size")
-    group.addoption("--device", default=",".join(DEVICES),
-                    help="devices to run, comma-separated: cpu,cuda (default: both; cuda skips without a GPU)")
+    group.addoption("--device", default=None,
+                    help="devices to run, comma-separated: cpu,cuda (default: both; cuda skips without a GPU; a device "
+                         "left out is deselected, and naming only devices that cannot run here is a usage error)")
     group.addoption("--threads", type=int, default=0,
                     help="intra-op threads for both workers (default: what torch picks on this machine)")
-    group.addoption("--mnist-root", default="data", help="data folder (default: data/)")
+    group.addoption("--mnist-root", default=None, help=f"data folder (default: {DEFAULT_DATA})")
     group.addoption("--dataset", default="auto",
                     help=f"data source: {', '.join(data.DATASET_CHOICES)} (default: auto, see README)")
     group.addoption("--rounds", type=int, default=100, help="counted rounds per phase benchmark (default: 100)")
@@ -90,7 +111,7 @@ def pytest_addoption(parser):
 
 
 def _choices(config, option: str, valid: tuple[str, ...]) -> tuple[str, ...]:
-    value = config.getoption(option)
+    value = config.getoption(option) or ",".join(valid)
     chosen = tuple(v.strip() for v in value.split(",") if v.strip())
     bad = [v for v in chosen if v not in valid]
     if bad or not chosen:
@@ -182,13 +203,49 @@ def misread_path_option(config) -> str | None:
             f"write {option}={value}")
 
 
+def given_options(config) -> set[str]:
+    """The long options the command line, PYTEST_ADDOPTS and the ini file's addopts name (values set to a
+    default still count: they were asked for)."""
+    args = [*config.getini("addopts"), *shlex.split(os.environ.get("PYTEST_ADDOPTS", "")),
+            *config.invocation_params.args]
+    return {arg.split("=", 1)[0] for arg in (args[:args.index("--")] if "--" in args else args) if arg.startswith("--")}
+
+
+def refused_option(config) -> str | None:
+    """The one-line refusal of a pytest-benchmark option the suite cannot honour, or None."""
+    given = given_options(config)
+    for option, why in REFUSED_BENCHMARK_OPTIONS.items():
+        if option in given:
+            return f"{option} is not supported: {why}"
+    return None
+
+
+def nothing_can_run(impls: tuple[str, ...], devices: tuple[str, ...], cuda_reason: str | None) -> str | None:
+    """Why none of the chosen implementations can run on any chosen device here, or None when some can
+    (the default devices and implementations always include one that can: cpu, python)."""
+    reasons = {"cuda": cuda_reason}
+    if all(reasons.get(device) for device in devices):
+        return f"--device {','.join(devices)}: {'; '.join(reasons[device] for device in devices)}"
+    if all(implementations.get(impl).language == "cpp" for impl in impls):
+        missing = build.toolchain_missing()
+        if missing:
+            return f"--impl {','.join(impls)}: {missing}"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-benchmark makes its session from the options
 def pytest_configure(config):
     config.addinivalue_line("markers", "needs_data: the test reads the workload's data")
-    misread = misread_path_option(config)
+    misread = misread_path_option(config) or refused_option(config)
     if misread:
         raise pytest.UsageError(misread)
+    if config.option.mnist_root is None:
+        config.option.mnist_root = str(DEFAULT_DATA)  # the repository's data/, wherever pytest started
+    if getattr(config.option, "benchmark_storage", None) == PYTEST_BENCHMARK_STORAGE \
+            and "--benchmark-storage" not in given_options(config):
+        config.option.benchmark_storage = DEFAULT_STORAGE  # the repository's .benchmarks, wherever pytest started
     try:
-        impls = implementations.parse(config.getoption("impl"))
+        impls = implementations.parse(config.getoption("impl") or ",".join(implementations.DEFAULT_IMPLS))
         widths = parse_sizes(config.getoption("width"), "--width")
         batch_sizes = parse_sizes(config.getoption("batch_size"), "--batch-size")
     except ValueError as error:
@@ -201,6 +258,10 @@ def pytest_configure(config):
         minimum = 1 if option in ("rounds", "epochs", "run_rounds", "processes") else 0
         if config.getoption(option) < minimum:
             raise pytest.UsageError(f"--{option.replace('_', '-')} must be at least {minimum}")
+    cuda_reason = _cuda_reason()
+    unrunnable = nothing_can_run(impls, devices, cuda_reason)
+    if unrunnable and not config.option.help:
+        raise pytest.UsageError(unrunnable)
     if config.option.help or config.option.collectonly:
         source = None
     else:
@@ -227,7 +288,7 @@ def pytest_configure(config):
         rounds=config.getoption("rounds"), warmup_rounds=config.getoption("warmup_rounds"),
         round_timeout=config.getoption("round_timeout"),
         epochs=config.getoption("epochs"), run_rounds=config.getoption("run_rounds"),
-        processes=config.getoption("processes"), source=source, cuda_reason=_cuda_reason(), slow=slow,
+        processes=config.getoption("processes"), source=source, cuda_reason=cuda_reason, slow=slow,
     )
     config.phasebench.machine = _machine_info(config.phasebench)
     config.phasebench.utilization = utilization.Monitor(
@@ -236,21 +297,33 @@ def pytest_configure(config):
     config.add_cleanup(config.phasebench.utilization.close)
 
 
+@pytest.hookimpl(wrapper=True)
 def pytest_report_header(config):
+    """phasebench's lines, and pytest-benchmark's own line without the defaults the suite does not use (its timer,
+    rounds, warm-up and calibration): the header states the timing actually used."""
+    results = yield
     settings: Settings = config.phasebench
     m = settings.machine
-    source = f"{settings.source.name} ({settings.source.raw_dir}; from {settings.source.origin})" if settings.source else "-"
+    source = settings.source.description if settings.source else "-"
     gpu = m["gpu"]["name"] if m["gpu"] else f"none ({settings.cuda_reason})"
-    return [
-        f"phasebench: data {source}",
+    timing = (f"phasebench: timing: each phase inside its worker process, python by time.perf_counter_ns, cpp by "
+              f"std::chrono::steady_clock (the device synchronized at both ends on cuda), one call a round, "
+              f"{settings.rounds} rounds after {settings.warmup_rounds} warm-up"
+              f"{f' over {settings.processes} fresh workers per case' if settings.processes > 1 else ''}; "
+              f"training_run: {settings.epochs} epoch(s), {settings.run_rounds} rounds, no warm-up")
+    ours = [
+        f"phasebench: data: {source}",
         f"phasebench: torch {m['torch']}, torchvision {m['torchvision']}, CUDA {m['cuda']}, cuDNN {m['cudnn']}; "
-        f"GPU {gpu}; {settings.threads} intra-op threads; {settings.rounds} rounds after {settings.warmup_rounds} warm-up"
-        f"{f' over {settings.processes} fresh workers per case' if settings.processes > 1 else ''}; "
-        f"training_run: {settings.epochs} epoch(s), {settings.run_rounds} rounds",
+        f"GPU {gpu}; {settings.threads} intra-op threads",
+        timing,
         f"phasebench: implementations {', '.join(settings.impls)}; workloads "
         f"{'; '.join(workload.label for workload in settings.workloads)}",
     ] + ([f"phasebench: TEST KNOB {gate.SLOW_PHASE_ENV}={settings.slow.text}: these timings are slowed on purpose"]
          if settings.slow else [])
+    results = [f"{line.split(' (defaults:')[0]} (its timer, rounds, warm-up and calibration are not used: see "
+               f"phasebench: timing)" if isinstance(line, str) and line.startswith("benchmark: ") and "(defaults:" in line
+               else line for line in results]
+    return [ours] + results  # pytest prints the results in reverse: ours last
 
 
 def pytest_benchmark_update_commit_info(config, commit_info):
@@ -278,6 +351,35 @@ def pytest_terminal_summary(terminalreporter, config):
             terminalreporter.section("phasebench utilization: GPU busy % mean/max, worker CPU in cores", sep="-")
             for line in lines:
                 terminalreporter.write_line(line)
+        _write_answer(terminalreporter, config)
+
+
+def _write_answer(terminalreporter, config) -> None:
+    """The answer at a glance after pytest-benchmark's tables (README, "Reading a run"): per device, each
+    implementation's median and its ratio to its reference with the direction in words; the training run's
+    published rows; and what makes the figures less than they look (synthetic data)."""
+    from bench import report
+
+    session = config.pluginmanager.getplugin("pytest-benchmark")
+    benchmarks = [bench.as_dict(include_data=False) for bench in getattr(session, "benchmarks", None) or []
+                  if bench and not bench.has_error]
+    for title, lines in report.answer(benchmarks):
+        terminalreporter.section(title, sep="-", bold=True)
+        for line in lines:
+            terminalreporter.write_line(line)
+    unsaved = [f"{option}={value}" for option, value in (("--benchmark-json", getattr(session, "json", None)),
+                                                          ("--benchmark-save", getattr(session, "save", None)))
+               if value] + (["--benchmark-autosave"] if getattr(session, "autosave", False) else [])
+    if unsaved and not getattr(session, "benchmarks", None):
+        skipped = len(terminalreporter.stats.get("skipped", []))
+        why = f"no benchmark ran ({skipped} skipped)" if skipped else "no benchmark ran"
+        if getattr(session, "disabled", False):
+            why = "benchmarks are disabled (--benchmark-disable)"
+        terminalreporter.write_line(f"phasebench: {', '.join(unsaved)}: nothing written: {why}", yellow=True, bold=True)
+    settings: Settings = config.phasebench
+    if settings.source is not None and settings.source.name == "synthetic" and benchmarks:
+        terminalreporter.write_line(f"phasebench: WARNING: {data.SYNTHETIC_WARNING} ({settings.source.raw_dir})",
+                                    yellow=True, bold=True)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -330,25 +432,32 @@ def pytest_generate_tests(metafunc):
         impl = implementations.get(impl_name)
         for phase in (impl.phases if "phase" in names else (None,)):
             for device in DEVICES:
-                absent = impl.absent_reason(device)
+                if impl.absent_reason(device):  # a case it cannot have at all is not made (README, "Options")
+                    continue
                 for workload in (settings.workloads if "workload" in names else (None,)):
                     values = {"phase": phase, "impl": impl_name, "device": device, "workload": workload}
-                    marks = [pytest.mark.skip(reason=f"{impl_name} does not run on {device}: {absent}")] if absent else []
-                    cases.append(pytest.param(*(values[name] for name in names), marks=marks))
+                    cases.append(pytest.param(*(values[name] for name in names)))
                     ids.append("-".join([part for part in (phase, impl_name, device) if part]
                                         + ([workload.id] if workload and workload.id else [])))
     metafunc.parametrize(names, cases, ids=ids)
 
 
 def pytest_collection_modifyitems(config, items):
+    """What an explicit choice excludes is deselected, not skipped (README, "Options"): the cases of devices
+    --device leaves out, and under --benchmark-only the tests that are not benchmarks. cuda cases of the default
+    devices stay, and skip with their reason where no GPU is usable."""
     settings: Settings = config.phasebench
-    _rotate_implementations(items, settings.impls)
+    only_benchmarks = config.getoption("benchmark_only", False)
+    kept, deselected = [], []
     for item in items:
-        params = getattr(item, "callspec", None) and item.callspec.params
-        if not params:
-            continue
-        if params.get("device", settings.devices[0]) not in settings.devices:
-            item.add_marker(pytest.mark.skip(reason=f"--device {','.join(settings.devices)} excludes {params['device']}"))
+        params = getattr(item, "callspec", None) and item.callspec.params or {}
+        excluded = params.get("device", settings.devices[0]) not in settings.devices
+        not_a_benchmark = only_benchmarks and "benchmark" not in getattr(item, "fixturenames", ())
+        (deselected if excluded or not_a_benchmark else kept).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
+    _rotate_implementations(items, settings.impls)
 
 
 def _rotate_implementations(items, impls: tuple[str, ...]) -> None:

@@ -42,6 +42,7 @@ from pytest_benchmark.logger import Logger
 from pytest_benchmark.utils import get_machine_id, load_storage
 
 from bench import implementations
+from bench.build import ROOT
 from bench.gate import case_key, ratio_pairs
 from bench.implementations import DEVICES
 from bench.method import METHOD_VERSION, method_of
@@ -51,6 +52,7 @@ from bench.workload import Workload
 IMPLEMENTATIONS = implementations.DEFAULT_IMPLS  # the published pair, whose tables follow the published shape
 
 NOT_RUN = "not run"
+DEFAULT_STORAGE = f"file://{ROOT / '.benchmarks'}"  # bench/plugin.py's default for --benchmark-storage
 COLUMN_NAMES = {"python": "Python", "cpp": "CPP"}  # the published table's spelling
 CHART_NAMES = {"python": "Python", "cpp": "C++"}
 CHART_COLORS = {"python": "#3572A5", "cpp": "#f34b7d"}
@@ -66,13 +68,13 @@ class Table:
 
 # --- reading results ---------------------------------------------------------------------------
 
-def find_results(names: list[str], storage_url: str) -> list[Path]:
-    """The files to report on, found as pytest-benchmark's own storage finds them."""
+def find_results(names: list[str], storage_url: str, prog: str = "bench.report") -> list[Path]:
+    """The files to report on, found as pytest-benchmark's own storage finds them: paths, run numbers, names."""
     storage = load_storage(storage_url, logger=Logger(), default_machine_id=get_machine_id(), netrc=None)
     if not names:
         newest = storage.query("[0-9][0-9][0-9][0-9]_")[-1:]
         if not newest:
-            raise SystemExit(f"bench.report: no saved result in {storage}/{get_machine_id()}: run pytest with "
+            raise SystemExit(f"{prog}: no saved result in {storage}/{get_machine_id()}: run pytest with "
                              "--benchmark-autosave first, or name a result file")
         return newest
     paths = []
@@ -82,7 +84,7 @@ def find_results(names: list[str], storage_url: str) -> list[Path]:
         except ValueError:  # a path to no file, which pytest-benchmark's globs cannot take either
             found = []
         if not found:
-            raise SystemExit(f"bench.report: {name}: no such file, nor a saved result of that name in {storage}")
+            raise SystemExit(f"{prog}: {name}: no such file, nor a saved result of that name in {storage}")
         paths += found
     return paths
 
@@ -236,6 +238,73 @@ def phase_table(cases: dict, device: str) -> Table:
         table.notes.append("GPU busy covers the whole benchmark, warm-up, preparation and messaging included; "
                            "the driver samples it every 1/6 s to 1 s, too coarsely for a phase of microseconds")
     return table
+
+
+# --- the answer at a glance: pytest's terminal summary (bench/plugin.py) and the report ------------
+
+def direction(ratio: float) -> str:
+    """A ratio to the reference with its direction in words: 2.41× slower, 0.96× — faster, 1.00× — the same (to
+    the hundredth)."""
+    text = f"{ratio:.2f}×"
+    if text == "1.00×":
+        return f"{text} — the same"
+    return f"{text} slower" if ratio > 1 else f"{text} — faster"
+
+
+def _ratio_cells(values: dict[str, float | None], pairs: list[tuple[str, str]]) -> list[str]:
+    return [direction(values[impl] / values[reference]) if values.get(impl) and values.get(reference) else "—"
+            for impl, reference in pairs]
+
+
+def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
+    return ["  ".join(cell.ljust(width) if index == 0 else cell.rjust(width)
+                      for index, (cell, width) in enumerate(zip(line, widths))).rstrip()
+            for line in [header] + rows]
+
+
+def answer(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
+    """The answer at a glance, per device and workload: (title, lines). Per phase, each implementation's median
+    per call and its ratio to its reference with the direction in words; then the training run's published rows
+    (Total Time, Summed Time, each phase's total) the same way. Generic over implementations: a column per
+    implementation present, a ratio column per implementation whose reference is present."""
+    cases = {key: bench for bench in benchmarks if (key := case_key(bench))}
+    sections = []
+    for device in devices_of(cases):
+        for workload_id in workloads_of(cases, device):
+            present = [impl for impl in impls_of(cases) if any(key[1:] == (impl, device, workload_id) for key in cases)]
+            pairs = ratio_pairs(present)
+            header = [f"{impl} (ms)" for impl in present] + [f"{impl} / {reference}" for impl, reference in pairs]
+            lines, rows = [], []
+            for phase in PHASES:
+                medians = {impl: median_ms(cases, phase.name, impl, device, workload_id) for impl in present}
+                if any(value is not None for value in medians.values()):
+                    rows.append([phase.name] + [NOT_RUN if value is None else f"{value:.4f}" for value in medians.values()]
+                                + _ratio_cells(medians, pairs))
+            if rows:
+                lines += _aligned(["phase: median per call"] + header, rows)
+            runs = {impl: cases[key]["extra_info"] | {"total": cases[key]["stats"]["median"]} for impl in present
+                    if (key := ("training_run", impl, device, workload_id)) in cases}
+            if runs:
+                shapes = sorted({(info.get("epochs"), info.get("rounds")) for info in runs.values()})
+                title = "training run: " + "; ".join(f"{epochs} epoch(s), median of {rounds}" for epochs, rounds in shapes)
+                run_rows = [("Total Time", lambda info: info["total"]),
+                            ("Summed Time", lambda info: info.get("summed_median_s"))]
+                run_rows += [(phase.label, lambda info, name=phase.name: (info.get("phase_total_s") or {}).get(name))
+                             for phase in PHASES if phase.name != "train_step"]
+                run_rows.append(("Process Total (spawn to exit)", lambda info: info.get("total_median_s")))
+                rows = []
+                for label, read in run_rows:
+                    values = {impl: read(runs[impl]) if impl in runs else None for impl in present}
+                    if any(value is not None for value in values.values()):
+                        rows.append([label] + [NOT_RUN if value is None else f"{value:.4f}" for value in values.values()]
+                                    + _ratio_cells(values, pairs))
+                lines += ([""] if lines else []) + _aligned(
+                    [title] + [f"{impl} (s)" for impl in present] + header[len(present):], rows)
+            if lines:
+                where = f"{device}, {workload_of_id(workload_id).label}" if workload_id else device
+                sections.append((f"phasebench: the answer on {where}", lines))
+    return sections
 
 
 # --- output ------------------------------------------------------------------------------------
@@ -529,10 +598,11 @@ def main(argv: list[str] | None = None) -> int:
                              "takes it (default: the newest saved for this machine)")
     parser.add_argument("--format", choices=("markdown", "csv"), default="markdown",
                         help="Markdown tables (default), or CSV: one block per table, a blank line between")
-    parser.add_argument("--out", type=Path, default=Path("report"),
-                        help="folder for the table file and the chart (default: report/)")
-    parser.add_argument("--storage", default="file://./.benchmarks",
-                        help="where saved results are, as --benchmark-storage (default: file://./.benchmarks)")
+    parser.add_argument("--out", type=Path, default=ROOT / "report",
+                        help=f"folder for the table file and the chart (default: {ROOT / 'report'})")
+    parser.add_argument("--storage", default=DEFAULT_STORAGE,
+                        help=f"where saved results are, as --benchmark-storage (default: {DEFAULT_STORAGE}, where the "
+                             f"suite saves them wherever pytest is started)")
     args = parser.parse_args(argv)
 
     for path in find_results(args.results, args.storage):

@@ -19,12 +19,13 @@ import signal
 import subprocess
 import sys
 import time
+import types
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
 
-from bench import implementations
+from bench import implementations, plugin
 from bench.client import ROOT, WorkerDied, WorkerPool
 
 ROUND_TIMEOUT_S = 6  # the faulty run's --round-timeout: what a hung case costs it
@@ -370,3 +371,42 @@ def test_the_plugin_is_installed_under_its_module_name():
                           str(ROOT / "bench" / "test_registry.py"), "--impl", "all"],
                          cwd="/", capture_output=True, text=True, timeout=300)
     assert run.returncode == pytest.ExitCode.OK, run.stdout + run.stderr
+
+
+# -- what cannot run, and what the suite cannot honour -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("options, env, error", [
+    (["--device", "cuda"], {"CUDA_VISIBLE_DEVICES": ""},
+     "ERROR: --device cuda: no usable GPU: torch.cuda.is_available() is False"),
+    (["--impl", "cpp"], {"CXX": "no-such-compiler"},
+     "ERROR: --impl cpp: no C++ toolchain: 'no-such-compiler' not found on PATH (install g++ and make)"),
+], ids=["cuda-without-gpu", "cpp-without-compiler"])
+def test_asking_only_for_what_cannot_run_is_a_usage_error(options, env, error):
+    """A GPU runner that lost its GPU must not pass green with every case skipped (README, "Options")."""
+    run = run_suite("--benchmark-only", *options, env=env)
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
+    assert [line for line in run.stderr.splitlines() if line.startswith("ERROR:")] == [error], run.stderr
+
+
+def test_a_pytest_benchmark_option_it_cannot_honour_is_refused():
+    run = run_suite("--benchmark-only", "--benchmark-min-rounds=5")
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
+    assert [line for line in run.stderr.splitlines() if line.startswith("ERROR:")] == [
+        "ERROR: --benchmark-min-rounds is not supported: phasebench times each phase inside its worker process for "
+        "a fixed number of rounds: use --rounds N"], run.stderr
+
+
+@pytest.mark.parametrize("option", sorted(plugin.REFUSED_BENCHMARK_OPTIONS))
+def test_every_refused_option_is_found_wherever_it_is_given(option, monkeypatch):
+    def config(args=(), addopts=()):
+        return types.SimpleNamespace(invocation_params=types.SimpleNamespace(args=tuple(args)),
+                                     getini=lambda name: list(addopts))
+
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    assert plugin.refused_option(config(["--rounds", "5"])) is None
+    for given in (config([f"{option}=1"]), config([option, "1"]), config(addopts=[option])):
+        assert plugin.refused_option(given).startswith(f"{option} is not supported: ")
+    assert plugin.refused_option(config(["--", option])) is None  # past --: not an option
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"{option}=1")
+    assert plugin.refused_option(config()).startswith(f"{option} is not supported: ")

@@ -77,6 +77,20 @@ def test_unchanged_run_passes_both_gates(pytestconfig, baseline):
     assert "regression gate failed" not in result.output
 
 
+@pytest.mark.needs_data
+def test_a_gated_run_in_which_nothing_ran_fails(pytestconfig, baseline, tmp_path, monkeypatch):
+    """A GPU runner that lost its GPU, with the default devices: every cuda case skips with its reason, and the gate
+    fails instead of passing green; --benchmark-json says why it wrote nothing."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    result = run_suite(pytestconfig, baseline, *GATES, "-k", "test_phase and loss and cuda", "--device=cpu,cuda",
+                       f"--benchmark-json={tmp_path / 'out.json'}")
+    assert result.returncode == 1, result.output
+    assert "nothing compared: no benchmark ran, so none was compared with " in result.output
+    assert f"phasebench: --benchmark-json={tmp_path / 'out.json'}: nothing written: no benchmark ran (2 skipped)" \
+        in result.output
+    assert not (tmp_path / "out.json").exists()
+
+
 @pytest.mark.parametrize("content, compare, problem", [
     (None, "0001", "no baseline in {storage} matches '0001'"),
     (None, "{storage}/no/such/base.json", "baseline {storage}/no/such/base.json does not exist"),
@@ -145,6 +159,8 @@ def test_gate_failures():
     assert gate.gate_failures(baseline, slower_cpp, ratio_limit=None) == []
     [nothing] = gate.gate_failures(baseline, [saved_bench("loss", "python", 1.0, device="cuda")], ratio_limit=None)
     assert nothing.startswith("nothing compared")
+    [none_ran] = gate.gate_failures(baseline, [], ratio_limit=None)
+    assert none_ran == "nothing compared: no benchmark ran, so none was compared with 0001_base.json"
     [no_pair] = gate.gate_failures(baseline, [saved_bench("loss", "python", 2.0)], ratio_limit=10)
     assert "no phase has python and cpp medians" in no_pair
 
@@ -176,6 +192,19 @@ def test_changes_command(tmp_path, capsys):
     assert lines[1] == "      25.0%  bench/test_phases.py::test_phase[loss-cpp-cpu]: 1000000.0 → 1250000.0 µs"
     assert lines[-1].startswith("largest median change 25.0% (bench/test_phases.py::test_phase[loss-cpp-cpu]); "
                                 "largest ratio change 25.0%")
+
+
+def test_changes_command_takes_run_numbers_and_names(tmp_path, capsys):
+    folder = tmp_path / get_machine_id()
+    folder.mkdir()
+    for name, cpp_median in (("0001_a.json", 1.0), ("0002_b.json", 1.25)):
+        benchmarks = [saved_bench("loss", "python", 2.0), saved_bench("loss", "cpp", cpp_median)]
+        (folder / name).write_text(json.dumps({"benchmarks": benchmarks}))
+    for names in (["0001", "0002"], ["0001_a", str(folder / "0002_b.json")]):
+        assert gate.main([*names, "--storage", f"file://{tmp_path}"]) == 0
+        assert capsys.readouterr().out.splitlines()[-1].startswith("largest median change 25.0%")
+    with pytest.raises(SystemExit, match=r"^bench.gate: 0003: no such file, nor a saved result of that name in "):
+        gate.main(["0001", "0003", "--storage", f"file://{tmp_path}"])
 
 
 def test_changes_command_refuses_another_method(tmp_path):

@@ -224,3 +224,53 @@ def test_workload_chart(tmp_path):
     assert chart.read_bytes().startswith(b"\x89PNG") and chart.stat().st_size > 20_000
     # A result of the published pair on the published workload alone has one point per line: still drawn.
     assert report.scaling_chart(tmp_path / "complete-workloads.png", json.loads(COMPLETE.read_text()), "t")
+
+
+# -- the answer at a glance (pytest's terminal summary, bench/plugin.py) -------------------------------------------
+
+def answer_rows(sections, title: str) -> dict[str, list[str]]:
+    """{first cell: the other cells} of one section of report.answer; ratio cells keep their words together."""
+    lines = dict(sections)[title]
+    return {line.split("  ")[0].strip(): [cell.strip() for cell in line.split("  ")[1:] if cell.strip()]
+            for line in lines if line}
+
+
+def test_direction_in_words():
+    assert report.direction(2.414) == "2.41× slower"
+    assert report.direction(0.96) == "0.96× — faster"
+    assert report.direction(0.9991) == "1.00× — the same"
+
+
+def test_the_answer_per_device_with_every_ratio_and_its_direction():
+    result = json.loads(COMPLETE.read_text())
+    for bench in result["benchmarks"]:  # make C++ the slower at forward on cpu
+        info = bench["extra_info"]
+        if (info["phase"], info["implementation"], info["device"]) == ("forward", "cpp", "cpu"):
+            bench["stats"]["median"] = 0.0035
+    sections = report.answer(result["benchmarks"])
+    assert [title for title, _ in sections] == ["phasebench: the answer on cpu", "phasebench: the answer on cuda"]
+    cpu = answer_rows(sections, "phasebench: the answer on cpu")
+    assert cpu["phase: median per call"] == ["python (ms)", "cpp (ms)", "python / cpp"]
+    assert cpu["data_loading"] == ["4.8000", "0.3000", "16.00× slower"]
+    assert cpu["forward"] == ["2.8000", "3.5000", "0.80× — faster"]
+    assert set(cpu) >= {phase.name for phase in report.PHASES}
+    # The training run's published rows, in seconds, the same way.
+    assert cpu["Total Time"] == ["12.5000", "5.0000", "2.50× slower"]
+    assert cpu["Summed Time"] == ["9.1000", "4.1000", "2.22× slower"]
+    assert cpu["Data Loading"] == ["4.5000", "0.2800", "16.07× slower"]
+    assert cpu["Process Total (spawn to exit)"] == ["15.5000", "5.6000", "2.77× slower"]
+
+
+def test_the_answer_has_a_column_per_implementation_and_a_ratio_per_reference():
+    result = json.loads(COMPLETE.read_text())
+    variant = [json.loads(json.dumps(bench)) for bench in result["benchmarks"]
+               if bench["extra_info"]["implementation"] == "python" and bench["extra_info"]["phase"] != "training_run"]
+    for bench in variant:  # python-tensor, compared with cpp, twice as fast as python
+        bench["extra_info"].update(implementation="python-tensor", reference="cpp")
+        bench["stats"]["median"] /= 2
+    sections = report.answer(result["benchmarks"] + variant)
+    cpu = answer_rows(sections, "phasebench: the answer on cpu")
+    assert cpu["phase: median per call"] == ["python (ms)", "cpp (ms)", "python-tensor (ms)", "python / cpp",
+                                             "python-tensor / cpp"]
+    assert cpu["data_loading"] == ["4.8000", "0.3000", "2.4000", "16.00× slower", "8.00× slower"]
+    assert cpu["Total Time"] == ["12.5000", "5.0000", "not run", "2.50× slower", "—"]
