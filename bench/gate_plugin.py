@@ -14,15 +14,18 @@ pytest-benchmark compares and fails on its own (--benchmark-compare, --benchmark
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
+from pytest_benchmark.logger import PytestBenchmarkWarning
 from pytest_benchmark.session import PerformanceRegression
 from pytest_benchmark.storage.file import FileStorage
 
 from bench import gate, method
 
 _FAILURES = pytest.StashKey[list]()
+_WARNING_FILTERS = pytest.StashKey[list]()
 
 
 def pytest_addoption(parser):
@@ -43,9 +46,17 @@ def pytest_configure(config):
     compare = config.getoption("benchmark_compare", None)
     if isinstance(compare, str) and len(Path(compare).parts) > 2 and not Path(compare).is_file():
         raise pytest.UsageError(f"--benchmark-compare={compare}: baseline {compare} does not exist")
+    # While it loads the baselines, before pytest captures warnings, pytest-benchmark warns that none matches or
+    # that one failed to load: an internal source line on stderr. pytest_sessionstart stops the run with one line
+    # that says it better; the filters are restored there.
+    config.stash[_WARNING_FILTERS] = warnings.filters[:]
+    warnings.filterwarnings("ignore", category=PytestBenchmarkWarning)  # "Can't compare", "Failed to load"
 
 
 def pytest_sessionstart(session):
+    saved = session.config.stash.get(_WARNING_FILTERS, None)
+    if saved is not None:
+        warnings.filters[:] = saved
     error = _comparison_error(_benchmark_session(session.config), session.config.getoption("phase_ratio_fail"))
     if error:
         raise pytest.UsageError(error)

@@ -43,9 +43,16 @@ def run_suite(pytestconfig, storage: Path, *options: str, slow: str | None = Non
 @pytest.fixture(scope="module")
 def baseline(pytestconfig, tmp_path_factory) -> Path:
     storage = tmp_path_factory.mktemp("benchmarks")
-    saved = run_suite(pytestconfig, storage, "--benchmark-save=base")
+    # The histogram rides along: --benchmark-histogram works (pytest-benchmark[histogram], requirements.txt).
+    saved = run_suite(pytestconfig, storage, "--benchmark-save=base", f"--benchmark-histogram={storage / 'histogram'}")
     assert saved.returncode == 0, saved.output
     return storage
+
+
+@pytest.mark.needs_data
+def test_histogram_is_written(baseline):
+    svg = (baseline / "histogram-loss.svg").read_text()
+    assert svg.startswith("<?xml") and "test_phase[loss-python-cpu]" in svg and "test_phase[loss-cpp-cpu]" in svg
 
 
 @pytest.mark.needs_data
@@ -108,6 +115,7 @@ def test_bad_baseline_is_a_one_line_error(pytestconfig, tmp_path, content, compa
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.output
     errors = [line for line in result.output.splitlines() if line.startswith("ERROR:")]
     assert len(errors) == 1 and problem.format(storage=tmp_path, file=file) in errors[0], result.output
+    assert "PytestBenchmarkWarning" not in result.output  # pytest-benchmark's own warning, with its source line
     assert "passed" not in result.output  # stopped before any benchmark ran
 
 
