@@ -82,6 +82,15 @@ def test_unchanged_run_passes_both_gates(pytestconfig, baseline):
     assert "Comparing against benchmarks from" in result.output
     assert "Performance has regressed" not in result.output
     assert "regression gate failed" not in result.output
+    # What the user reads (README, "Reading a run"): the timing used, not pytest-benchmark's defaults; nothing
+    # skipped that an explicit --device or --benchmark-only excluded; the answer with its direction.
+    assert "(its timer, rounds, warm-up and calibration are not used: see phasebench: timing)" in result.output
+    assert "phasebench: timing: each phase inside its worker process" in result.output
+    assert "one call a round, 5 rounds after 1 warm-up" in result.output
+    assert "skipped" not in result.output and " deselected" in result.output
+    answer = result.output.split("phasebench: the answer on cpu", 1)[1].splitlines()
+    [loss] = [line for line in answer if line.startswith("loss ")]
+    assert loss.split()[3].endswith("×") and loss.split()[4] in ("slower", "—"), loss  # slower, — faster, — the same
 
 
 @pytest.mark.needs_data
