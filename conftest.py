@@ -83,3 +83,21 @@ def utilization_of(benchmark, settings):
     """`with utilization_of(worker): benchmark.pedantic(...)`: the worker's GPU and CPU utilization
     during the rounds, in extra_info["gpu"] and ["cpu"] (bench/utilization.py)."""
     return partial(settings.utilization.watch, benchmark)
+
+
+@pytest.fixture
+def progress(request):
+    """progress(text): a line on the terminal now, while the test runs (output capture set aside for it), for
+    what takes long (the training run: README, "The published table, redone"). Written from pytest, never from
+    a worker: nothing inside a clock."""
+    config = request.config
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+
+    def say(text: str) -> None:
+        if reporter is None or capture is None:
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"{request.node.name}: {text}")
+
+    return say

@@ -43,6 +43,7 @@ from pytest_benchmark.utils import get_machine_id, load_storage
 
 from bench import implementations
 from bench.build import ROOT
+from bench.data import SYNTHETIC_WARNING
 from bench.gate import case_key, ratio_pairs
 from bench.implementations import DEVICES
 from bench.method import METHOD_VERSION, method_of
@@ -354,6 +355,8 @@ def describe(path: Path, result: dict) -> str:
             f"{' (dirty)' if commit.get('dirty') else ''}; method {method_of(result)}; torch {phasebench.get('torch', '?')}, "
             f"{phasebench.get('dataset', '?')} data, {phasebench.get('threads', '?')} intra-op threads; "
             f"CPU {phasebench.get('cpu', '?')}; GPU {gpu}.")
+    if phasebench.get("dataset") == "synthetic":
+        text += f" WARNING: {SYNTHETIC_WARNING}."
     if phasebench.get("test_slow_phase"):
         text += f" TEST KNOB {phasebench['test_slow_phase']}: slowed on purpose, not a real measurement."
     return text
@@ -497,56 +500,112 @@ def render(path: Path, result: dict, style: str) -> tuple[str, list[str]]:
     return "\n".join(csv_parts), notes
 
 
-def chart(path: Path, result: dict, title: str) -> None:
-    """Per phase, Python vs C++ median time with IQR error bars and the Python/C++ ratio, one panel per device."""
+def _run_rows(bench: dict) -> dict[str, float | None]:
+    """The training run's published rows (seconds) from its benchmark: Total Time, Summed Time, each phase's total."""
+    info = bench.get("extra_info") or {}
+    rows = {"Total Time": bench["stats"]["median"], "Summed Time": info.get("summed_median_s")}
+    rows |= {phase.label: (info.get("phase_total_s") or {}).get(phase.name) for phase in PHASES if phase.name != "train_step"}
+    return rows
+
+
+def _bar_panel(axis, labels: list[str], values: dict[str, dict[int, float]], spreads: dict[str, dict[int, tuple]],
+               unit: str, drawn: dict) -> None:
+    """One group of bars per label, one bar per implementation of the published pair, log scale; above each group
+    the ratio with its direction, or what was not measured (never a silent gap)."""
+    from matplotlib.patches import Patch
+
+    width = 0.38
+    for offset, impl in zip((-width / 2, width / 2), IMPLEMENTATIONS):
+        slots = sorted(values[impl])
+        error = None
+        if spreads.get(impl):
+            error = [[spreads[impl][i][0] for i in slots], [spreads[impl][i][1] for i in slots]]
+        axis.bar([i + offset for i in slots], [values[impl][i] for i in slots], width, yerr=error, capsize=3,
+                 color=CHART_COLORS[impl])
+    python, cpp = (values[impl] for impl in IMPLEMENTATIONS)
+    for i in range(len(labels)):
+        if i in python and i in cpp and python[i] and cpp[i]:
+            ratio = python[i] / cpp[i]
+            text, color = direction(ratio).replace(" — ", "\n"), "black" if ratio >= 1 else "#1a7f37"
+            text = text.replace(" slower", "\nslower")
+        else:
+            missing = [CHART_NAMES[impl] for impl in IMPLEMENTATIONS if i not in values[impl]]
+            text, color = f"{' and '.join(missing)}:\nnot measured", "grey"
+        top = max([values[impl][i] + (spreads.get(impl) or {}).get(i, (0, 0))[1] for impl in IMPLEMENTATIONS
+                   if i in values[impl]], default=None)  # above the error bar
+        if top is None:
+            axis.text(i, 0.5, text, transform=axis.get_xaxis_transform(), ha="center", va="center", fontsize="small",
+                      color=color)
+        else:
+            axis.annotate(text, (i, top), xytext=(0, 9), textcoords="offset points", ha="center", fontsize="small",
+                          color=color)
+        drawn["annotations"].append((labels[i], text.replace("\n", " ")))
+    axis.set_yscale("log")
+    axis.margins(y=0.25)
+    axis.set_ylabel(f"{unit} (log scale)")
+    axis.set_xticks(range(len(labels)), labels, rotation=20, ha="right")
+    axis.grid(axis="y", alpha=0.3)
+    legend = [Patch(color=CHART_COLORS[impl], label=CHART_NAMES[impl] + ("" if values[impl] else f" ({NOT_RUN})"))
+              for impl in IMPLEMENTATIONS]
+    axis.legend(handles=legend, loc="lower right", bbox_to_anchor=(1, 1), ncol=2, fontsize="small", frameon=False)
+
+
+def chart(path: Path, result: dict, title: str) -> dict:
+    """Per device that ran: per phase, Python vs C++ median per call with IQR error bars, and the training run's
+    published rows (seconds); above each pair Python / C++ with its direction, as the terminal summary writes it
+    (below 1, faster, in green); what a run did not measure is named where its bars would be. A device that did
+    not run is left out and named in the caption. Returns what it drew: panels, annotations, caption."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
 
     cases = by_case(result)
-    devices = devices_of(cases)
-    # Why a device has no bars, or None where it has some.
-    empty = {device: None if any((phase.name, impl, device) in cases for phase in PHASES for impl in IMPLEMENTATIONS)
-             else "no per-phase benchmarks in this result" if any(d == device for _, _, d in cases)
-             else absent_reason(result, device) for device in devices}
-    width = 0.38
-    figure, axes = plt.subplots(len(devices), 1, squeeze=False, figsize=(11, 1 + sum(0.8 if empty[d] else 4 for d in devices)),
-                                gridspec_kw={"height_ratios": [0.6 if empty[d] else 4 for d in devices]})
-    for axis, device in zip(axes[:, 0], devices):
-        axis.set_title(device, loc="left", fontweight="bold")
-        if empty[device]:
-            axis.text(0.5, 0.5, f"{NOT_RUN}: {empty[device]}", transform=axis.transAxes,
-                      ha="center", va="center", color="grey")
-            axis.set_axis_off()
-            continue
-        medians = {}
-        for offset, impl in zip((-width / 2, width / 2), IMPLEMENTATIONS):
-            stats = {i: cases[phase.name, impl, device]["stats"] for i, phase in enumerate(PHASES)
-                     if (phase.name, impl, device) in cases}
-            medians[impl] = {i: s["median"] * 1e3 for i, s in stats.items()}
-            spread = [[(s["median"] - s["q1"]) * 1e3 for s in stats.values()],
-                      [(s["q3"] - s["median"]) * 1e3 for s in stats.values()]]
-            axis.bar([i + offset for i in stats], list(medians[impl].values()), width, yerr=spread, capsize=3,
-                     color=CHART_COLORS[impl])
-        python, cpp = medians.values()
-        for i in python.keys() & cpp.keys():
-            axis.annotate(f"{python[i] / cpp[i]:.1f}×", (i, max(python[i], cpp[i])), xytext=(0, 9),
-                          textcoords="offset points", ha="center", fontsize="small")
-        axis.set_yscale("log")
-        axis.margins(y=0.15)
-        axis.set_ylabel("median per call (ms, log scale)")
-        axis.set_xticks(range(len(PHASES)), [phase.label for phase in PHASES], rotation=20, ha="right")
-        axis.grid(axis="y", alpha=0.3)
-        legend = [Patch(color=CHART_COLORS[impl], label=CHART_NAMES[impl] + ("" if medians[impl] else f" ({NOT_RUN})"))
-                  for impl in IMPLEMENTATIONS]
-        axis.legend(handles=legend, loc="lower right", bbox_to_anchor=(1, 1), ncol=2, fontsize="small", frameon=False)
-    figure.suptitle(f"{title}\nbars: median of the rounds; error bars: interquartile range; "
-                    "figure above a pair: Python / C++")
+    ran = [device for device in devices_of(cases) if any(d == device for _, _, d in cases)]
+    left_out = [f"{device}: {NOT_RUN} ({absent_reason(result, device)})" for device in devices_of(cases)
+                if device not in ran]
+    panels = []
+    for device in ran:
+        if any((phase.name, impl, device) in cases for phase in PHASES for impl in IMPLEMENTATIONS):
+            panels.append((device, "phases"))
+        if any(("training_run", impl, device) in cases for impl in IMPLEMENTATIONS):
+            panels.append((device, "training_run"))
+    drawn = {"panels": [], "annotations": [], "caption": ""}
+    if not panels:
+        panels, ran = [], []
+    figure, axes = plt.subplots(max(len(panels), 1), 1, squeeze=False, figsize=(11, 1.5 + 4.2 * max(len(panels), 1)))
+    for axis, (device, kind) in zip(axes[:, 0], panels):
+        if kind == "phases":
+            labels = [phase.label for phase in PHASES]
+            stats = {impl: {i: cases[phase.name, impl, device]["stats"] for i, phase in enumerate(PHASES)
+                            if (phase.name, impl, device) in cases} for impl in IMPLEMENTATIONS}
+            values = {impl: {i: s["median"] * 1e3 for i, s in by_slot.items()} for impl, by_slot in stats.items()}
+            spreads = {impl: {i: ((s["median"] - s["q1"]) * 1e3, (s["q3"] - s["median"]) * 1e3) for i, s in by_slot.items()}
+                       for impl, by_slot in stats.items()}
+            name = f"{device}: per phase, one call"
+            _bar_panel(axis, labels, values, spreads, "median per call (ms)", drawn)
+        else:
+            rows = {impl: _run_rows(cases["training_run", impl, device]) for impl in IMPLEMENTATIONS
+                    if ("training_run", impl, device) in cases}
+            labels = list(next(iter(rows.values())))
+            values = {impl: {i: rows[impl][label] for i, label in enumerate(labels)
+                             if impl in rows and rows[impl][label] is not None} for impl in IMPLEMENTATIONS}
+            name = f"{device}: training run, whole program and each phase's total"
+            _bar_panel(axis, labels, values, {}, "seconds (median of the runs)", drawn)
+        axis.set_title(name, loc="left", fontweight="bold")
+        drawn["panels"].append(name)
+    if not panels:
+        axes[0, 0].set_axis_off()
+    caption = ("bars: median; error bars: interquartile range of the rounds; above a pair: Python / C++, "
+               "below 1 (green) Python is faster")
+    if left_out:
+        caption += "\n" + "; ".join(left_out)
+    drawn["caption"] = caption
+    figure.suptitle(f"{title}\n{caption}", fontsize="medium")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+    return drawn
 
 
 def scaling_chart(path: Path, result: dict, title: str) -> bool:

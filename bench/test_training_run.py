@@ -44,19 +44,26 @@ def train_in_fresh_worker(spawn, settings, synchronize: bool, watch=nullcontext)
 
 
 @pytest.mark.benchmark(timer=worker_clock)  # the program's own time, as the worker measured it
-def test_training_run(benchmark, new_worker, utilization_of, settings, impl, device, workload):  # cases: bench/plugin.py
+def test_training_run(benchmark, new_worker, utilization_of, settings, progress, impl, device, workload):  # cases: bench/plugin.py
     spawn = new_worker(impl, device, workload)
     runs = []
+    steps = workload.steps_per_epoch * settings.epochs
+    rounds = settings.run_rounds if benchmark.enabled else 1
+    plan = f"{settings.epochs} epoch(s), {steps} steps, in a fresh worker"
 
     def one_run():
+        progress(f"round {len(runs) + 1}/{rounds}: training {plan} ...")
         runs.append(train_in_fresh_worker(spawn, settings, synchronize=True))
         worker_clock.advance(runs[-1]["program_ns"])
+        progress(f"round {len(runs)}/{rounds}: {runs[-1]['steps']} steps; Total Time {runs[-1]['program_ns'] / 1e9:.1f} s, "
+                 f"process {runs[-1]['total_ns'] / 1e9:.1f} s")
 
     benchmark.group = "training_run"
     benchmark.pedantic(one_run, rounds=settings.run_rounds, warmup_rounds=0, iterations=1)  # each round a cold start
+    progress(f"free-running: training {plan}, no phase timers ...")
     free = train_in_fresh_worker(spawn, settings, synchronize=False, watch=utilization_of)
+    progress(f"free-running: {free['steps']} steps; Total Time {free['program_ns'] / 1e9:.1f} s")
 
-    steps = workload.steps_per_epoch * settings.epochs
     for run in runs:
         assert set(run["phase_ns"]) == set(PHASE_NAMES), f"phases timed: {sorted(run['phase_ns'])}"
         assert run["steps"] == steps, f"{run['steps']} steps in {settings.epochs} epoch(s), expected {steps}"
