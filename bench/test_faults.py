@@ -410,3 +410,15 @@ def test_every_refused_option_is_found_wherever_it_is_given(option, monkeypatch)
     assert plugin.refused_option(config(["--", option])) is None  # past --: not an option
     monkeypatch.setenv("PYTEST_ADDOPTS", f"{option}=1")
     assert plugin.refused_option(config()).startswith(f"{option} is not supported: ")
+
+
+def test_run_from_another_directory_creates_nothing_there(pytestconfig, tmp_path):
+    """The default data/ and .benchmarks/ are the repository's, wherever pytest is started (README, "Options")."""
+    data = [] if pytestconfig.getoption("mnist_root") == str(plugin.DEFAULT_DATA) else _data_options(pytestconfig)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--device=cpu",
+                          str(ROOT / "bench" / "test_registry.py"), "-k", "every_implementation", *data],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == pytest.ExitCode.OK, run.stdout + run.stderr
+    assert list(tmp_path.iterdir()) == []
+    if "--benchmark-storage" not in plugin.given_options(pytestconfig):
+        assert pytestconfig.option.benchmark_storage == plugin.DEFAULT_STORAGE == f"file://{ROOT / '.benchmarks'}"
