@@ -355,7 +355,7 @@ def pytest_terminal_summary(terminalreporter, config):
 
 
 def _write_answer(terminalreporter, config) -> None:
-    """The answer at a glance after pytest-benchmark's tables (README, "Reading a run"): per device, each
+    """The answer at a glance after pytest-benchmark's tables (README, "Options", "What a run prints"): per device, each
     implementation's median and its ratio to its reference with the direction in words; the training run's
     published rows; and what makes the figures less than they look (synthetic data)."""
     from bench import report

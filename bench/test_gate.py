@@ -82,7 +82,7 @@ def test_unchanged_run_passes_both_gates(pytestconfig, baseline):
     assert "Comparing against benchmarks from" in result.output
     assert "Performance has regressed" not in result.output
     assert "regression gate failed" not in result.output
-    # What the user reads (README, "Reading a run"): the timing used, not pytest-benchmark's defaults; nothing
+    # What the user reads (README, "Options"): the timing used, not pytest-benchmark's defaults; nothing
     # skipped that an explicit --device or --benchmark-only excluded; the answer with its direction.
     assert "(its timer, rounds, warm-up and calibration are not used: see phasebench: timing)" in result.output
     assert "phasebench: timing: each phase inside its worker process" in result.output
