@@ -220,6 +220,19 @@ def refused_option(config) -> str | None:
     return None
 
 
+def histogram_unavailable(config) -> str | None:
+    """--benchmark-histogram without pygal and pygaljs would end the run in a traceback after every benchmark ran."""
+    import importlib.util
+
+    if not getattr(config.option, "benchmark_histogram", None):
+        return None
+    missing = [name for name in ("pygal", "pygaljs") if importlib.util.find_spec(name) is None]
+    if missing:
+        return (f"--benchmark-histogram needs {' and '.join(missing)}: pip install -r requirements.txt "
+                f"(pytest-benchmark[histogram])")
+    return None
+
+
 def nothing_can_run(impls: tuple[str, ...], devices: tuple[str, ...], cuda_reason: str | None) -> str | None:
     """Why none of the chosen implementations can run on any chosen device here, or None when some can
     (the default devices and implementations always include one that can: cpu, python)."""
@@ -236,7 +249,7 @@ def nothing_can_run(impls: tuple[str, ...], devices: tuple[str, ...], cuda_reaso
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark makes its session from the options
 def pytest_configure(config):
     config.addinivalue_line("markers", "needs_data: the test reads the workload's data")
-    misread = misread_path_option(config) or refused_option(config)
+    misread = misread_path_option(config) or refused_option(config) or histogram_unavailable(config)
     if misread:
         raise pytest.UsageError(misread)
     if config.option.mnist_root is None:
