@@ -202,6 +202,7 @@ class WorkerPool:
         worker = self.workers.get(key)
         if worker is None or not worker.alive():
             if worker is not None:
+                del self.workers[key]  # closed once: a replacement that fails to start leaves nothing to close again
                 worker.close()
             worker = self.workers[key] = self.make_worker(impl, device, workload, library)
         return worker

@@ -422,3 +422,33 @@ def test_run_from_another_directory_creates_nothing_there(pytestconfig, tmp_path
     assert list(tmp_path.iterdir()) == []
     if "--benchmark-storage" not in plugin.given_options(pytestconfig):
         assert pytestconfig.option.benchmark_storage == plugin.DEFAULT_STORAGE == f"file://{ROOT / '.benchmarks'}"
+
+
+def test_a_replacement_that_fails_to_start_leaves_nothing_closed_twice():
+    """A dead worker's replacement that dies during 'start' (a loaded machine past --round-timeout) fails its own
+    case; the pool's teardown must not close the dead one a second time (its log is gone: FileNotFoundError)."""
+    closes = []
+
+    class DeadWorker:
+        def alive(self):
+            return False
+
+        def close(self):
+            closes.append(self)
+
+        def stop(self):
+            self.close()
+
+    def make(impl, device, workload, library):
+        if closes or made:
+            raise WorkerDied("cpp worker on cpu did not answer within 6 s (--round-timeout) and was killed during 'start'")
+        made.append(DeadWorker())
+        return made[-1]
+
+    made = []
+    pool = WorkerPool(make)
+    pool.get("cpp", "cpu")  # a worker that has died since
+    with pytest.raises(WorkerDied):
+        pool.get("cpp", "cpu")  # closes the dead one; its replacement fails to start
+    pool.stop_all()
+    assert closes == made
