@@ -50,7 +50,8 @@ def pytest_configure(config):
     # that one failed to load: an internal source line on stderr. pytest_sessionstart stops the run with one line
     # that says it better; the filters are restored there.
     config.stash[_WARNING_FILTERS] = warnings.filters[:]
-    warnings.filterwarnings("ignore", category=PytestBenchmarkWarning)  # "Can't compare", "Failed to load"
+    # Those two only: its machine_info comparison warns here too, and that warning must show.
+    warnings.filterwarnings("ignore", message="(Can't compare|Failed to load)", category=PytestBenchmarkWarning)
 
 
 def pytest_sessionstart(session):

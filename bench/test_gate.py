@@ -124,7 +124,8 @@ def test_bad_baseline_is_a_one_line_error(pytestconfig, tmp_path, content, compa
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.output
     errors = [line for line in result.output.splitlines() if line.startswith("ERROR:")]
     assert len(errors) == 1 and problem.format(storage=tmp_path, file=file) in errors[0], result.output
-    assert "PytestBenchmarkWarning" not in result.output  # pytest-benchmark's own warning, with its source line
+    if "measured by" not in problem:  # another method's baseline loads: its machine_info difference still warns
+        assert "PytestBenchmarkWarning" not in result.output  # pytest-benchmark's "Can't compare", "Failed to load"
     assert "passed" not in result.output  # stopped before any benchmark ran
 
 
