@@ -9,7 +9,7 @@ both runs of a pair (drift, a busy neighbour) cancels in it.
 
 The test is Student's t on the mean of d over the n pairs, with its 95 % interval. Not a rank test: with the
 few pairs a gated run can afford, the Wilcoxon signed-rank and sign tests cannot reach significance at all
-(their smallest two-sided p with 5 pairs is 2/32 = 0.0625), while each d is the log of a ratio of two medians
+(their smallest two-sided p with 4 pairs is 2/16 = 0.125, with 5 pairs 2/32 = 0.0625), while each d is the log of a ratio of two medians
 of many rounds, close enough to normal for t. A case fails only when all three hold:
   - the change is larger than the threshold (its estimate, exp(mean d) - 1);
   - it is significant (the interval's lower end lies above no change);
