@@ -5,8 +5,8 @@ that slows one phase on purpose to prove that the gates fail.
 
     python -m bench.gate BASELINE RESULT    (files, or run numbers or names as --benchmark-compare takes them)
 
-prints how every benchmark's median and every phase's python/cpp ratio moved between two saved results,
-largest change first: the figure to set the thresholds above (README, "Noise").
+prints how every benchmark's median and every implementation/reference ratio moved between two saved results,
+in bench.paired's table (one run a side gives no interval: .ci/bench-pr's interleaved runs decide).
 """
 
 from __future__ import annotations
@@ -21,35 +21,41 @@ from bench import implementations, method, workload
 
 SLOW_PHASE_ENV = "PHASEBENCH_TEST_SLOW_PHASE"
 _NS_PER_UNIT = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
-_SLOW_PHASE = re.compile(r"^(?:(?P<impl>\w+)/)?(?P<phase>\w+):(?P<amount>\d+(?:\.\d+)?)(?P<unit>ns|us|ms|s)$")
+_SLOW_PHASE = re.compile(r"^(?:(?P<impl>[\w-]+)/)?(?P<phase>\w+):(?P<amount>\d+(?:\.\d+)?)(?P<unit>ns|us|ms|s|%)$")
 
 
 @dataclass(frozen=True)
 class SlowPhase:
-    """PHASEBENCH_TEST_SLOW_PHASE=[IMPL/]PHASE:DURATION: the phase busy-waits DURATION inside its timed body."""
+    """PHASEBENCH_TEST_SLOW_PHASE=[IMPL/]PHASE:DURATION: the phase busy-waits DURATION inside its timed body;
+    with a percentage (forward:20%), that share of the time its body just took, round by round."""
 
     text: str
     phase: str
     ns: int
-    impl: str | None  # None: both implementations
+    impl: str | None  # None: every implementation
+    fraction: float = 0.0  # a percentage over 100; ns is then 0
 
     def trainer_options(self, impl: str | None) -> dict:
         """The trainer options that carry the knob (Trainer kwargs, pb_options) for a worker of `impl`."""
         if self.impl is not None and self.impl != impl:
             return {}
+        if self.fraction:
+            return {"slow_phase": self.phase, "slow_fraction": self.fraction}
         return {"slow_phase": self.phase, "slow_ns": self.ns}
 
 
 def parse_slow_phase(text: str, phases, impls) -> SlowPhase:
     match = _SLOW_PHASE.match(text.strip())
     if not match:
-        raise ValueError(f"{SLOW_PHASE_ENV}={text!r}: expected [IMPL/]PHASE:DURATION, e.g. forward:5ms "
-                         f"or python/loss:20ms (units ns, us, ms, s)")
+        raise ValueError(f"{SLOW_PHASE_ENV}={text!r}: expected [IMPL/]PHASE:DURATION, e.g. forward:5ms, "
+                         f"python/loss:20ms or python/forward:20% (units ns, us, ms, s, or % of the body's time)")
     impl, phase = match["impl"], match["phase"]
     if impl is not None and impl not in impls:
         raise ValueError(f"{SLOW_PHASE_ENV}={text!r}: unknown implementation '{impl}' ({', '.join(impls)})")
     if phase not in phases:
         raise ValueError(f"{SLOW_PHASE_ENV}={text!r}: unknown phase '{phase}' ({', '.join(phases)})")
+    if match["unit"] == "%":
+        return SlowPhase(text.strip(), phase, 0, impl, float(match["amount"]) / 100)
     ns = round(float(match["amount"]) * _NS_PER_UNIT[match["unit"]])
     return SlowPhase(text.strip(), phase, ns, impl)
 
@@ -229,24 +235,23 @@ def main(argv=None) -> int:
     different = method.mismatch(args.baseline, baseline_result, method.method_of(result_result))
     if different:
         raise SystemExit(different.replace("this run", args.result))
-    baseline, result = baseline_result["benchmarks"], result_result["benchmarks"]
+    from bench import paired  # it imports this module
 
-    before = {bench["fullname"]: bench["stats"]["median"] for bench in baseline}
-    medians = sorted(((bench["fullname"], before[bench["fullname"]], bench["stats"]["median"])
-                      for bench in result if before.get(bench["fullname"])),
-                     key=lambda median: -change_either_way(*median[1:]))
-    if not medians:
+    verdicts = paired.decide([paired.Run.of(args.baseline, baseline_result)], [paired.Run.of(args.result, result_result)])
+    if not verdicts:
         raise SystemExit(f"{args.result} has no benchmark that {args.baseline} has")
-    print("median change either way (the slower run against the faster), largest first:")
-    for name, old, new in medians:
-        print(f"  {change_either_way(old, new):8.1f}%  {name}: {old * 1e6:.1f} → {new * 1e6:.1f} µs")
-    ratios = ratio_changes(baseline, result)
-    print("implementation/reference ratio change, largest first:")
-    for change in ratios:
-        print(f"  {change.percent:8.1f}%  {change}")
-    largest_ratio = f"{ratios[0].percent:.1f}%" if ratios else "none (no phase has an implementation and its reference)"
-    name, old, new = medians[0]
-    print(f"largest median change {change_either_way(old, new):.1f}% ({name}); largest ratio change {largest_ratio}")
+    threshold = paired.DEFAULT_THRESHOLD
+    print(paired.table(verdicts, threshold, threshold), end="")
+    print("One run a side: no interval, so no verdict. The evidence is the run: .ci/bench-pr runs base and head "
+          "alternately, several runs each, and python -m bench.paired decides on them (README, \"Baselines and CI "
+          "gating\").")
+    medians = [v for v in verdicts if v.kind == "median"]
+    ratios = [v for v in verdicts if v.kind == "ratio"]
+    largest = max(medians, key=lambda v: change_either_way(v.base, v.head))
+    largest_ratio = (f"{max(change_either_way(v.base, v.head) for v in ratios):.1f}%" if ratios
+                     else "none (no phase has an implementation and its reference)")
+    print(f"largest median change {change_either_way(largest.base, largest.head):.1f}% ({largest.case}); "
+          f"largest ratio change {largest_ratio}")
     return 0
 
 

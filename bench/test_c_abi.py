@@ -44,7 +44,7 @@ def _create(lib, options, out=True) -> int:
 
 
 def _options(raw_dir: str, device=b"cpu", log_path=None) -> cpp_lib.Options:
-    return cpp_lib.Options(raw_dir and raw_dir.encode(), device, log_path, 0, 1, 0.5, b"", 0, 1, BATCH, b"published")
+    return cpp_lib.Options(raw_dir and raw_dir.encode(), device, log_path, 0, 1, 0.5, b"", 0, 0.0, 1, BATCH, b"published")
 
 
 def _with(options: cpp_lib.Options, **fields) -> cpp_lib.Options:

@@ -269,18 +269,25 @@ def variant_pair(settings, cpp_library, tmp_path):
         yield make
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+# A variant that keeps its language's loader (python-foreach, python-fused change the optimizer only) gets its
+# batches from the reference's own code: only a variant with another loader has them compared.
+OWN_LOADER_VARIANTS = [name for name in VARIANTS
+                       if implementations.get(name).loader
+                       != implementations.language_reference(implementations.get(name)).loader]
+
+
+@pytest.mark.parametrize("variant", OWN_LOADER_VARIANTS)
 def test_variant_same_batches(variant_pair, variant):
     """The same batches as its language's published pipeline: images to the bit, labels exact."""
     assert_same_batches(variant_pair(variant, 0.0), tolerance=0.0)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("dropout", [0.0, PUBLISHED_DROPOUT], ids=["dropout-off", "dropout-on"])
-def test_variant_same_training(variant_pair, variant, dropout):
-    """From the same weights, the same losses and the same weights after STEPS steps, to the bit: the
-    variant changes how the work is done, not what is computed (dropout masks included)."""
-    assert_same_training(variant_pair(variant, dropout), f"dropout {dropout}")
+def test_variant_same_training(variant_pair, variant):
+    """From the same weights, the same losses and the same weights after STEPS steps, to the bit, with the
+    published dropout: the variant changes how the work is done, not what is computed, masks included. (With
+    dropout off the same steps skip only the masks: a run that matches with them matches without.)"""
+    assert_same_training(variant_pair(variant, PUBLISHED_DROPOUT), f"dropout {PUBLISHED_DROPOUT}")
 
 
 @pytest.mark.parametrize("impls", [IMPLEMENTATIONS, ("python-batched", "cpp-batched")], ids="-vs-".join)

@@ -287,7 +287,7 @@ def test_a_cancelled_ci_job_keeps_the_results_of_the_finished_cases(pytestconfig
     assert child.returncode == 130 and took < 10, f"exit status {child.returncode} after {took:.1f} s:\n{text}"
     assert "KeyboardInterrupt: SIGTERM" in text
     (saved,) = (out / "storage").rglob("*.json")  # base's, and no head
-    assert saved.name == "0001_base.json"
+    assert saved.name == "0001_first-base-1.json"
     assert _saved(saved) == {"test_phase[forward-cpp-cpu]": 2}, text
 
 

@@ -141,6 +141,8 @@ def test_slow_phase_knob_parses_and_rejects_typos():
     assert (knob.phase, knob.ns, knob.impl) == ("loss", 1_500_000, "python")
     assert knob.trainer_options("python") == {"slow_phase": "loss", "slow_ns": 1_500_000}
     assert knob.trainer_options("cpp") == {}
+    relative = gate.parse_slow_phase("python-foreach/forward:20%", PHASE_NAMES, IMPLEMENTATIONS)
+    assert relative.trainer_options("python-foreach") == {"slow_phase": "forward", "slow_fraction": 0.2}
     both = gate.parse_slow_phase("forward:5us", PHASE_NAMES, IMPLEMENTATIONS)
     assert both.trainer_options("cpp") == {"slow_phase": "forward", "slow_ns": 5_000}
     for typo, complaint in [("fowrard:5ms", "unknown phase 'fowrard'"), ("java/loss:5ms", "unknown implementation"),
@@ -207,7 +209,10 @@ def test_changes_command(tmp_path, capsys):
         (tmp_path / name).write_text(json.dumps({"benchmarks": benchmarks}))
     assert gate.main([str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1] == "      25.0%  bench/test_phases.py::test_phase[loss-cpp-cpu]: 1000000.0 → 1250000.0 µs"
+    assert "| bench/test_phases.py::test_phase[loss-cpp-cpu] | 1000.0000 ms | 1250.0000 ms | +25.0 % | n/a (one pair) " \
+           "| n/a | no |  | not decided (one pair) |" in lines
+    assert "| loss python/cpp on cpu | 2.000 | 1.600 | -20.0 % | n/a (one pair) | n/a | no |  | not decided (one pair) |" \
+           in lines
     assert lines[-1].startswith("largest median change 25.0% (bench/test_phases.py::test_phase[loss-cpp-cpu]); "
                                 "largest ratio change 25.0%")
 

@@ -78,18 +78,25 @@ def busy_wait(ns: int) -> None:
         pass
 
 
-def slowed(body: Callable, ns: int) -> Callable:
+def slowed(body: Callable, ns: int, fraction: float = 0.0) -> Callable:
+    """The body, then a spin of ns, or with a fraction above 0 of that fraction of the time the body just took
+    (a relative slowdown that scales with whatever else the machine is doing, as a slower phase would)."""
     def body_then_spin(trainer):
         body(trainer)
         busy_wait(ns)
 
-    return body_then_spin
+    def body_then_spin_its_fraction(trainer):
+        start = time.perf_counter_ns()
+        body(trainer)
+        busy_wait(int((time.perf_counter_ns() - start) * fraction))
+
+    return body_then_spin_its_fraction if fraction > 0 else body_then_spin
 
 
 class Trainer:
     def __init__(self, root: str, device: str = "cpu", threads: int = 0, seed: int = 1,
                  log_path: str | None = None, dropout: float = 0.5,
-                 slow_phase: str = "", slow_ns: int = 0, width: int = 1, batch_size: int = 64,
+                 slow_phase: str = "", slow_ns: int = 0, slow_fraction: float = 0.0, width: int = 1, batch_size: int = 64,
                  loader: str = "published", optimizer: str = "sgd"):
         check_split(f"{root}/MNIST/raw", "train")
         if optimizer not in OPTIMIZER_FLAGS:
@@ -117,9 +124,9 @@ class Trainer:
         self.last_phase = None
         # torch.cuda.synchronize() is this call inside a device guard; the device is set above.
         self.timed = self._timed_cuda if self.device.type == "cuda" else self._timed_cpu
-        self.bodies = {phase.name: slowed(phase.body, slow_ns) if phase.name == slow_phase else phase.body
+        self.bodies = {phase.name: slowed(phase.body, slow_ns, slow_fraction) if phase.name == slow_phase else phase.body
                        for phase in PHASE_BY_NAME.values()}
-        self.run_bodies = {name: slowed(body, slow_ns) if name == slow_phase else body
+        self.run_bodies = {name: slowed(body, slow_ns, slow_fraction) if name == slow_phase else body
                            for name, body in RUN_BODIES.items()}
         self.build_model()
 

@@ -485,6 +485,15 @@ class Trainer {
 
   std::function<void()> slowed(std::function<void()> body) const {
     const int64_t ns = options_.slow_ns;
+    const double fraction = options_.slow_fraction;
+    if (fraction > 0) {  // a relative slowdown: as much again as this round's body took, times the fraction
+      return [body = std::move(body), fraction] {
+        const auto start = std::chrono::steady_clock::now();
+        body();
+        const auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+        busy_wait(static_cast<int64_t>(static_cast<double>(took.count()) * fraction));
+      };
+    }
     return [body = std::move(body), ns] {
       body();
       busy_wait(ns);

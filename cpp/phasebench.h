@@ -16,7 +16,7 @@ extern "C" {
 #define PB_ERROR 1
 /* Bumped whenever a struct or a signature below changes: bench/cpp_lib.py refuses a library whose
  * pb_abi_version() differs (or that lacks it), instead of misreading memory. */
-#define PB_ABI_VERSION 2
+#define PB_ABI_VERSION 3
 
 /* Opaque: one model, optimizer and data loader. A handle is a token (a slot and a generation),
  * never an address to dereference; a destroyed session's token stays refused. */
@@ -30,8 +30,9 @@ typedef struct {
     int32_t threads;        /* intra-op threads; 0 keeps LibTorch's default */
     int64_t seed;           /* torch::manual_seed */
     double dropout;         /* 0.5 as published; 0 turns both dropouts off (equivalence tests) */
-    const char* slow_phase; /* test-only: this phase busy-waits slow_ns inside its timed body */
+    const char* slow_phase; /* test-only: this phase busy-waits slow_ns inside its timed body, */
     int64_t slow_ns;
+    double slow_fraction;   /* or, when above 0, this fraction of the time its body just took */
     /* The workload (README, "Implementations and workloads"): every hidden size times width, and the batch size. */
     int64_t width;          /* 1 as published */
     int64_t batch_size;     /* 64 as published */
