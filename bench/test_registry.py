@@ -17,6 +17,20 @@ def test_every_implementation_is_complete():
     assert implementations.DEFAULT_IMPLS == ("python", "cpp")
 
 
+def test_which_tests_make_cases_for_an_implementation():
+    """python-vmap trains ensembles only: no phase, training-run, concurrent-jobs or worker cases; the published
+    pair runs both kinds; an implementation without an ensemble gets no ensemble cases."""
+    vmap, python, batched = (implementations.get(name) for name in ("python-vmap", "python", "python-batched"))
+    ensemble_test, job_test = ("benchmark", "impl", "device", "models"), ("benchmark", "impl", "device", "jobs")
+    assert vmap.runs_in(ensemble_test) and not vmap.runs_in(job_test) and vmap.phases == ()
+    assert python.runs_in(ensemble_test) and python.runs_in(job_test)
+    assert batched.runs_in(job_test) and not batched.runs_in(ensemble_test)
+    assert vmap.trainer_options() == {"loader": "published", "optimizer": "sgd", "ensemble": "vmap"}
+    assert "ensemble" not in implementations.get("cpp").trainer_options()  # C++ ensembles are loops
+    with pytest.raises(AssertionError, match="ensemble 'vmap'"):
+        implementations.Implementation("cpp-vmap", "cpp", "", "cpp", ensemble="vmap")
+
+
 def test_impl_option_values():
     assert implementations.parse("all") == implementations.NAMES
     assert implementations.parse(" python-batched, cpp ,cpp") == ("python-batched", "cpp")
