@@ -31,7 +31,7 @@ from bench import implementations
 from bench.client import describe_exit, worker_clock
 from bench.workload import TRAIN_IMAGES
 
-CHECK_STEPS = 10
+CHECK_STEPS = 5
 
 
 def images_in(steps: int, workload) -> int:

@@ -25,7 +25,7 @@ from bench import implementations
 from bench.client import PhaseRound, worker_clock
 from bench.test_phases import phase_cpu
 
-CHECKED_STEPS = 3
+CHECKED_STEPS = 2  # the first step's losses tell the members apart; the second follows it
 
 
 @pytest.mark.benchmark(timer=worker_clock)

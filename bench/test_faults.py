@@ -345,20 +345,6 @@ def test_a_bad_count_is_a_usage_error(option, value):
     assert f"{option} '{value}': expected positive whole numbers, comma-separated" in run.stderr
 
 
-def test_jobs_and_models_make_the_cases():
-    """--jobs and --models give each device's concurrent-jobs and ensemble cases; python-vmap, which trains
-    ensembles only, has no other cases."""
-    run = run_suite("--collect-only", "-q", "--impl", "all", "--jobs", "3", "--models", "2,5",
-                    "bench/test_concurrent_jobs.py", "bench/test_ensemble.py", "bench/test_training_run.py")
-    assert run.returncode == pytest.ExitCode.OK, run.stdout + run.stderr
-    cases = {line.split("::")[1] for line in run.stdout.splitlines() if "::" in line}
-    for case in ("test_concurrent_jobs[python-cpu-3]", "test_concurrent_jobs[cpp-cuda-3]", "test_ensemble[cpp-cpu-2]",
-                 "test_ensemble[python-vmap-cuda-5]", "test_training_run[python-cpu]"):
-        assert case in cases, f"{case} not collected: {sorted(cases)}"
-    assert not [case for case in cases if "python-vmap" in case and not case.startswith("test_ensemble[")], cases
-    assert not [case for case in cases if case.startswith("test_ensemble[python-batched")], cases
-
-
 def test_a_separate_path_outside_the_repository_stops_with_the_equals_form(tmp_path):
     """pytest picks its root directory before any plugin declares --mnist-root, and takes a separate existing path
     for a test path: outside the repository it would run without pytest.ini (README, "Options")."""
