@@ -35,9 +35,9 @@ class Implementation:
     notes: dict[str, str] = field(default_factory=dict)
     phases: tuple[str, ...] = TRAINING_PHASES
     split_on_device: bool = False  # on an accelerator the whole split lives there: copy_to_device copies nothing
-    # How its test_ensemble trains M models (README, "Ensembles"): "loop" (one model after another) or "vmap"
-    # (one vectorized ensemble, Python only); None: no ensemble cases. An ensemble step's data loading is
-    # untimed, so only the implementations that differ in the step itself have one.
+    # How its test_ensemble trains M models (README, "Concurrent jobs and ensembles"): "loop" (one model after
+    # another) or "vmap" (one vectorized ensemble, Python only); None: no ensemble cases. An ensemble step's
+    # data loading is untimed, so only the implementations that differ in the step itself have one.
     ensemble: str | None = None
     # False: it trains ensembles only, so no phase, training-run, concurrent-jobs or worker cases are made for it.
     single_model: bool = True

@@ -24,8 +24,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from bench import loaders
-from bench.ensemble import KINDS as ENSEMBLE_KINDS
 from bench.data import check_split
+from bench.ensemble import KINDS as ENSEMBLE_KINDS
 from bench.workload import DEFAULT as DEFAULT_WORKLOAD, TRAIN_IMAGES, Workload
 
 LOG_INTERVAL = 10
@@ -380,7 +380,7 @@ class Trainer:
         self.batches = None  # the phases start a new epoch
         return totals, steps, loop_ns, cpu_total
 
-    # -- ensembles (README, "Ensembles"; bench/ensemble.py) -------------------------------------
+    # -- ensembles (README, "Concurrent jobs and ensembles"; bench/ensemble.py) ------------------------
     def start_ensemble(self, models: int) -> None:
         """M models from seeds 1..M with this trainer's dropout, workload and optimizer flags; replaces the last
         ensemble. It reseeds the global generator; the trainer's own model is left as it is."""

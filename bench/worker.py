@@ -150,8 +150,8 @@ def handle(adapter, request: dict) -> dict:
                 # train() began (README, "Implementations and workloads").
                 "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                 "peak_device_bytes": trainer.peak_device_memory()} | clock
-    # Ensembles (README, "Ensembles"): M models built from seeds 1..M, a timed step of all of them, a member's
-    # parameters.
+    # Ensembles (README, "Concurrent jobs and ensembles"): M models built from seeds 1..M, a timed step of all
+    # of them, a member's parameters.
     if command == "ensemble_start":
         trainer.start_ensemble(request["models"])
         return {}

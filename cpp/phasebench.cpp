@@ -359,8 +359,8 @@ class Trainer {
     return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
   }
 
-  // An ensemble (README, "Ensembles"): member k (1-based) is the Net built right after torch::manual_seed(k),
-  // with its own SGD; it replaces the last one. The loop of bench/ensemble.py's LoopEnsemble.
+  // An ensemble (README, "Concurrent jobs and ensembles"): member k (1-based) is the Net built right after
+  // torch::manual_seed(k), with its own SGD; it replaces the last one. bench/ensemble.py's LoopEnsemble in C++.
   void start_ensemble(int64_t models) {
     if (models < 1 || models > kMaxEnsemble)
       throw std::invalid_argument("an ensemble of " + std::to_string(models) + " models: from 1 to " +

@@ -106,9 +106,10 @@ int pb_evaluate(pb_session* session, double* accuracy, double* mean_loss);
 int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t* phase_ns,
              int64_t phase_capacity, int64_t* steps, int64_t* loop_ns, int64_t* cpu_ns);
 
-/* Ensembles (README, "Ensembles"): `models` (1 to 4096) independent Nets, member k (from 1) built right after
- * torch::manual_seed(k), each with its own SGD, trained one after another on the same batches. It replaces
- * the session's last ensemble and reseeds the generator; the session's own model is left as it is. */
+/* Ensembles (README, "Concurrent jobs and ensembles"): `models` (1 to 4096) independent Nets, member k
+ * (from 1) built right after torch::manual_seed(k), each with its own SGD, trained one after another on the
+ * same batches. It replaces the session's last ensemble and reseeds the generator; the session's own model
+ * is left as it is. */
 int pb_ensemble_create(pb_session* session, int64_t models);
 
 /* One step of every member on the session's next batch: the batch is loaded and copied to the device
