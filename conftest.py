@@ -66,14 +66,15 @@ def worker_for(request, settings, worker_pool):
 
 @pytest.fixture
 def new_worker(request, settings, tmp_path):
-    """new_worker(impl, device, workload=the published one) -> spawn: each spawn() starts a worker process of
-    that case of its own, made as the pool's are, that the caller stops; skips what cannot run here."""
+    """new_worker(impl, device, workload=the published one, **options) -> spawn: each spawn() starts a worker
+    process of that case of its own, made as the pool's are but for `options` (trainer options such as
+    threads or log_path), that the caller stops; skips what cannot run here."""
 
-    def spawner(impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD):
+    def spawner(impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD, **overrides):
         library = _library_or_skip(request, settings, impl, device)
         options = settings.worker_options(device, log_path=str(tmp_path / f"{impl}-{device}.log"), impl=impl,
                                           workload=workload)
-        return partial(Worker, impl, device, options, settings.round_timeout, library)
+        return partial(Worker, impl, device, options | overrides, settings.round_timeout, library)
 
     return spawner
 

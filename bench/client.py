@@ -135,14 +135,25 @@ class Worker:
         return line
 
     def request(self, message: dict, timeout: float | None = None) -> dict:
-        what = message.get("name") or message["cmd"]
-        timeout = self.timeout if timeout is None else timeout
+        self.send(message)
+        return self.receive(message, timeout)
+
+    def send(self, message: dict) -> None:
+        """The first half of request(): several workers can be sent their requests before any reply is read
+        (test_concurrent_jobs releases its jobs so). Every send is followed by its receive()."""
         try:
             self.process.stdin.write(json.dumps(message).encode() + b"\n")
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
             self.process.wait()
-            raise self._died(what, f"had died with {describe_exit(self.process.returncode)}") from None
+            raise self._died(message.get("name") or message["cmd"],
+                             f"had died with {describe_exit(self.process.returncode)}") from None
+
+    def receive(self, message: dict, timeout: float | None = None) -> dict:
+        """The reply to `message`, sent with send(); a worker that does not answer within `timeout` seconds
+        (--round-timeout by default) is killed."""
+        what = message.get("name") or message["cmd"]
+        timeout = self.timeout if timeout is None else timeout
         try:
             line = self._read_line(what, time.monotonic() + timeout)
         except BaseException:  # e.g. Ctrl-C: its reply would come out of turn, so it cannot be asked again

@@ -87,6 +87,10 @@ _SIGNATURES = {
     "pb_evaluate": [_P, ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double)],
     "pb_train": [_P, ctypes.c_int32, ctypes.c_int32, _I64P, ctypes.c_int64, _I64P, _I64P, _I64P],
     "pb_peak_device_memory": [_P, _I64P],
+    "pb_ensemble_create": [_P, ctypes.c_int64],
+    "pb_ensemble_step": [_P, _I64P, _I64P, _I64P, ctypes.POINTER(ctypes.c_double), ctypes.c_int64],
+    "pb_ensemble_get_params": [_P, ctypes.c_int64, ctypes.POINTER(ctypes.c_float), ctypes.c_int64],
+    "pb_ensemble_destroy": [_P],
 }
 
 
@@ -131,6 +135,7 @@ class CppTrainer:
                                 log_path.encode() if log_path else None, threads, seed, dropout,
                                 slow_phase.encode(), slow_ns, slow_fraction, width, batch_size, loader.encode())
         self.handle = _P()
+        self.ensemble_size = 0  # the members of the session's ensemble, as pb_ensemble_create was told
         self._call("pb_create", ctypes.byref(self._options), ctypes.byref(self.handle))
 
     def _call(self, name: str, *args) -> None:
@@ -214,6 +219,28 @@ class CppTrainer:
         self._call("pb_train", self.handle, epochs, int(synchronize), totals, len(names),
                    ctypes.byref(steps), ctypes.byref(loop_ns), ctypes.byref(cpu_ns))
         return dict(zip(names, totals)), steps.value, loop_ns.value, cpu_ns.value
+
+    # Ensembles (README, "Concurrent jobs and ensembles"), as bench.trainer.Trainer's methods of the same names.
+    def start_ensemble(self, models: int) -> None:
+        self._call("pb_ensemble_create", self.handle, models)
+        self.ensemble_size = models
+
+    def stop_ensemble(self) -> None:
+        self._call("pb_ensemble_destroy", self.handle)
+        self.ensemble_size = 0
+
+    def ensemble_step(self) -> tuple[int, int, int, list[float]]:
+        ns, cpu_ns, thread_ns = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
+        losses = (ctypes.c_double * max(self.ensemble_size, 1))()
+        self._call("pb_ensemble_step", self.handle, ctypes.byref(ns), ctypes.byref(cpu_ns), ctypes.byref(thread_ns),
+                   losses, len(losses))
+        return ns.value, cpu_ns.value, thread_ns.value, list(losses[: self.ensemble_size])
+
+    def ensemble_params(self, member: int) -> array:
+        values = array("f", bytes(4 * self.param_count()))  # every member has the session model's layout
+        buffer = (ctypes.c_float * len(values)).from_buffer(values)
+        self._call("pb_ensemble_get_params", self.handle, member, buffer, len(values))
+        return values
 
     def peak_device_memory(self) -> int | None:
         """Peak bytes allocated on the device since train() began; None on cpu."""

@@ -35,10 +35,19 @@ class Implementation:
     notes: dict[str, str] = field(default_factory=dict)
     phases: tuple[str, ...] = TRAINING_PHASES
     split_on_device: bool = False  # on an accelerator the whole split lives there: copy_to_device copies nothing
+    # How its test_ensemble trains M models (README, "Concurrent jobs and ensembles"): "loop" (one model after
+    # another) or "vmap" (one vectorized ensemble, Python only); None: no ensemble cases. An ensemble step's
+    # data loading is untimed, so only the implementations that differ in the step itself have one.
+    ensemble: str | None = None
+    # False: it trains ensembles only, so no phase, training-run, concurrent-jobs or worker cases are made for it.
+    single_model: bool = True
 
     def __post_init__(self):
         assert self.language in LANGUAGES, f"{self.name}: unknown language {self.language}"
         assert set(self.absent) <= set(DEVICES) and set(self.notes) <= set(DEVICES)
+        assert self.ensemble in (None, "loop", "vmap") and (self.ensemble != "vmap" or self.language == "python"), (
+            f"{self.name}: ensemble {self.ensemble!r}")
+        assert self.single_model or (self.ensemble and not self.phases), f"{self.name}: trains nothing"
 
     def absent_reason(self, device: str) -> str | None:
         return self.absent.get(device)
@@ -46,7 +55,14 @@ class Implementation:
     def trainer_options(self) -> dict:
         """What the trainer of its language is told (Trainer kwargs; pb_options for C++)."""
         options = {"loader": self.loader}
-        return options | ({"optimizer": self.optimizer} if self.language == "python" else {})
+        if self.language == "python":
+            options |= {"optimizer": self.optimizer} | ({"ensemble": self.ensemble} if self.ensemble else {})
+        return options
+
+    def runs_in(self, fixtures) -> bool:
+        """Whether a test taking these fixtures has cases for it: ensemble tests (they take `models`) for
+        implementations with an ensemble, every other test for those that train a single model."""
+        return bool(self.ensemble) if "models" in fixtures else self.single_model
 
     @property
     def pair(self) -> str:
@@ -56,9 +72,9 @@ class Implementation:
 
 REGISTRY: tuple[Implementation, ...] = (
     Implementation("python", "python", "the published Python pipeline: torchvision's MNIST, ToTensor and Normalize "
-                   "per image, a DataLoader of 64", None),
+                   "per image, a DataLoader of 64", None, ensemble="loop"),
     Implementation("cpp", "cpp", "the published C++ pipeline: LibTorch's MNIST (the split converted to float / 255 "
-                   "once), Normalize and Stack per batch", None),
+                   "once), Normalize and Stack per batch", None, ensemble="loop"),
     Implementation("python-tensor", "python", "LibTorch's loader design in Python: the split converted to float / 255 "
                    "once, per index a Normalize, a DataLoader that stacks the batch", "cpp", loader="tensor"),
     Implementation("python-batched", "python", "the split normalized once; each batch is a slice of it", "cpp-batched",
@@ -73,6 +89,9 @@ REGISTRY: tuple[Implementation, ...] = (
                                   "python does there"}),
     Implementation("python-fused", "python", "the published pipeline with torch.optim.SGD(fused=True)", "python",
                    optimizer="fused"),
+    Implementation("python-vmap", "python", "an ensemble of M models as one vectorized model: torch.func's "
+                   "stack_module_state, functional_call and vmap, one SGD over the stacked parameters", "python",
+                   ensemble="vmap", single_model=False, phases=()),
 )
 BY_NAME = {impl.name: impl for impl in REGISTRY}
 NAMES = tuple(BY_NAME)

@@ -46,6 +46,8 @@ REFUSED_BENCHMARK_OPTIONS = {
     "--benchmark-disable-gc": f"{WORKER_TIMING}; the pytest process's garbage collector is not in the clock",
     "--benchmark-cprofile": f"{WORKER_TIMING}; the work runs there, out of cProfile's sight",
 }
+# test_concurrent_jobs' N per device when --jobs is not given: on cpu the jobs share the intra-op threads.
+DEFAULT_JOBS = {"cpu": (1, 2), "cuda": (1, 2, 4)}
 
 
 @dataclass
@@ -67,6 +69,8 @@ class Settings:
     machine: dict = field(default_factory=dict)
     utilization: utilization.Monitor | None = None  # GPU/CPU samplers (bench/utilization.py)
     slow: gate.SlowPhase | None = None  # the test-only PHASEBENCH_TEST_SLOW_PHASE knob
+    jobs: dict[str, tuple[int, ...]] = field(default_factory=lambda: dict(DEFAULT_JOBS))  # per device (--jobs)
+    models: tuple[int, ...] = (1, 4, 16)  # test_ensemble's M (--models)
 
     def worker_options(self, device: str, log_path: str, impl: str, workload: Workload = DEFAULT_WORKLOAD) -> dict:
         """What a worker of `impl` on `device` trains: its implementation's pipeline on this workload."""
@@ -106,6 +110,11 @@ def pytest_addoption(parser):
                     help="epochs of each training_run (default: 1; 10 is the published run)")
     group.addoption("--run-rounds", type=int, default=3,
                     help="rounds of each training_run, each a fresh worker process (default: 3)")
+    group.addoption("--jobs", default=None,
+                    help="test_concurrent_jobs: how many jobs share the device, comma-separated (default: 1,2 on cpu, "
+                         "the intra-op threads split between them; 1,2,4 on cuda)")
+    group.addoption("--models", default="1,4,16",
+                    help="test_ensemble: how many models train together, comma-separated (default: 1,4,16)")
     group.addoption("--no-utilization", action="store_true",
                     help="do not sample GPU and worker CPU utilization (extra_info gpu and cpu are null)")
 
@@ -261,6 +270,9 @@ def pytest_configure(config):
         impls = implementations.parse(config.getoption("impl") or ",".join(implementations.DEFAULT_IMPLS))
         widths = parse_sizes(config.getoption("width"), "--width")
         batch_sizes = parse_sizes(config.getoption("batch_size"), "--batch-size")
+        jobs = config.getoption("jobs")
+        jobs = dict.fromkeys(DEVICES, parse_sizes(jobs, "--jobs")) if jobs else dict(DEFAULT_JOBS)
+        models = parse_sizes(config.getoption("models"), "--models")
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
     devices = _choices(config, "device", DEVICES)
@@ -302,6 +314,7 @@ def pytest_configure(config):
         round_timeout=config.getoption("round_timeout"),
         epochs=config.getoption("epochs"), run_rounds=config.getoption("run_rounds"),
         processes=config.getoption("processes"), source=source, cuda_reason=cuda_reason, slow=slow,
+        jobs=jobs, models=models,
     )
     config.phasebench.machine = _machine_info(config.phasebench)
     config.phasebench.utilization = utilization.Monitor(
@@ -434,24 +447,33 @@ def pytest_keyboard_interrupt(excinfo):
 def pytest_generate_tests(metafunc):
     """Every test that takes `impl` and `device` runs per selected implementation (--impl) and device, and
     per workload (--width, --batch-size) where it takes `workload`; test_phase per phase of the
-    implementation (the registry says which). Ids read phase-impl-device, as before workloads existed, with
-    -wW-bB for other workloads, so saved baselines of the published workload still compare."""
-    names = [name for name in ("phase", "impl", "device", "workload") if name in metafunc.fixturenames]
+    implementation (the registry says which); test_concurrent_jobs per --jobs N and test_ensemble per
+    --models M, for the implementations that run them (Implementation.runs_in). Ids read
+    phase-impl-device[-N], as before workloads existed, with -wW-bB for other workloads, so saved baselines
+    of the published workload still compare."""
+    names = [name for name in ("phase", "impl", "device", "jobs", "models", "workload") if name in metafunc.fixturenames]
     if not {"impl", "device"} <= set(names):
         return
     settings: Settings = metafunc.config.phasebench
+    counts = {"jobs": lambda device: settings.jobs[device], "models": lambda device: settings.models}
+    count_name = next((name for name in counts if name in names), None)
     cases, ids = [], []
     for impl_name in settings.impls:
         impl = implementations.get(impl_name)
+        if not impl.runs_in(names):
+            continue
         for phase in (impl.phases if "phase" in names else (None,)):
             for device in DEVICES:
                 if impl.absent_reason(device):  # a case it cannot have at all is not made (README, "Options")
                     continue
-                for workload in (settings.workloads if "workload" in names else (None,)):
-                    values = {"phase": phase, "impl": impl_name, "device": device, "workload": workload}
-                    cases.append(pytest.param(*(values[name] for name in names)))
-                    ids.append("-".join([part for part in (phase, impl_name, device) if part]
-                                        + ([workload.id] if workload and workload.id else [])))
+                for count in (counts[count_name](device) if count_name else (None,)):
+                    for workload in (settings.workloads if "workload" in names else (None,)):
+                        values = {"phase": phase, "impl": impl_name, "device": device, "workload": workload,
+                                  count_name: count}
+                        cases.append(pytest.param(*(values[name] for name in names)))
+                        ids.append("-".join([part for part in (phase, impl_name, device) if part]
+                                            + ([str(count)] if count else [])
+                                            + ([workload.id] if workload and workload.id else [])))
     metafunc.parametrize(names, cases, ids=ids)
 
 

@@ -63,6 +63,12 @@ def _get_batch(lib, handle, index: int, capacity: int) -> int:
     return lib.pb_get_batch(handle, index, images, labels, capacity, ctypes.byref(ctypes.c_int64()))
 
 
+def _ensemble_step(lib, handle, capacity: int, losses=True) -> int:
+    out = [ctypes.c_int64() for _ in range(3)]
+    return lib.pb_ensemble_step(handle, *map(ctypes.byref, out), (ctypes.c_double * max(capacity, 1))() if losses else None,
+                                capacity)
+
+
 def _train(lib, handle, capacity: int) -> int:
     totals, steps, loop_ns, cpu_ns = (ctypes.c_int64 * capacity)(), ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
     return lib.pb_train(handle, 1, 1, totals, capacity, ctypes.byref(steps), ctypes.byref(loop_ns), ctypes.byref(cpu_ns))
@@ -125,6 +131,26 @@ def _probes() -> dict:
         "batch-short-buffer": (lambda c: _get_batch(c.lib, c.live, 0, 10), "batch of 64 images, room for 10"),
         "batch-past-the-epoch": (lambda c: _get_batch(c.lib, c.live, EPOCH_BATCHES, 64),
                                  f"batch {EPOCH_BATCHES} of an epoch of {EPOCH_BATCHES} batches"),
+        # Ensembles, in this order on the live session: before one exists, bad sizes, then one of 2 members.
+        "ensemble-step-before-create": (lambda c: _ensemble_step(c.lib, c.live, 4),
+                                        "no ensemble: call pb_ensemble_create first"),
+        "ensemble-params-before-create": (lambda c: c.lib.pb_ensemble_get_params(c.live, 0, floats(), PARAM_COUNT),
+                                          "member 0 of an ensemble of 0"),
+        "ensemble-create-zero-models": (lambda c: c.lib.pb_ensemble_create(c.live, 0),
+                                        "an ensemble of 0 models: from 1 to 4096"),
+        "ensemble-create-too-many-models": (lambda c: c.lib.pb_ensemble_create(c.live, 1 << 40),
+                                            f"an ensemble of {1 << 40} models: from 1 to 4096"),
+        "ensemble-create": (lambda c: c.lib.pb_ensemble_create(c.live, 2), None),
+        "ensemble-step-short-loss-buffer": (lambda c: _ensemble_step(c.lib, c.live, 1), "loss buffer of 1, 2 needed"),
+        "ensemble-step-null-losses": (lambda c: _ensemble_step(c.lib, c.live, 2, losses=False), "null loss buffer"),
+        "ensemble-params-past-the-last-member": (
+            lambda c: c.lib.pb_ensemble_get_params(c.live, 2, floats(), PARAM_COUNT), "member 2 of an ensemble of 2"),
+        "ensemble-params-short-buffer": (lambda c: c.lib.pb_ensemble_get_params(c.live, 1, floats(), PARAM_COUNT - 1),
+                                         f"parameter buffer holds {PARAM_COUNT - 1} floats, the model has {PARAM_COUNT}"),
+        "ensemble-step": (lambda c: _ensemble_step(c.lib, c.live, 2), None),
+        "ensemble-destroy": (lambda c: c.lib.pb_ensemble_destroy(c.live), None),
+        "ensemble-step-after-destroy": (lambda c: _ensemble_step(c.lib, c.live, 2),
+                                        "no ensemble: call pb_ensemble_create first"),
         # After all of the above (pb_destroy with the stale handle among them), both sessions still train.
         "session-still-works": (lambda c: _run_phase(c.lib, c.live, b"train_step"), None),
         "newer-session-still-works": (lambda c: _run_phase(c.lib, c.newer, b"train_step"), None),

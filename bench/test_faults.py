@@ -339,10 +339,11 @@ def test_an_unknown_option_value_is_a_usage_error(option, value, valid):
     assert f"{option} '{value}': valid values are {valid}" in run.stderr
 
 
-def test_a_bad_workload_is_a_usage_error():
-    run = run_suite("--batch-size", "64,x")
+@pytest.mark.parametrize("option, value", [("--batch-size", "64,x"), ("--jobs", "2,0"), ("--models", "four")])
+def test_a_bad_count_is_a_usage_error(option, value):
+    run = run_suite(option, value)
     assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
-    assert "--batch-size '64,x': expected positive whole numbers, comma-separated" in run.stderr
+    assert f"{option} '{value}': expected positive whole numbers, comma-separated" in run.stderr
 
 
 def test_a_separate_path_outside_the_repository_stops_with_the_equals_form(tmp_path):

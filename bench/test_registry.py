@@ -1,5 +1,8 @@
 """The registry of implementations and the workload record (README, "Implementations and workloads")."""
 
+from dataclasses import replace
+from types import SimpleNamespace
+
 import pytest
 
 from bench import implementations
@@ -15,6 +18,20 @@ def test_every_implementation_is_complete():
         assert implementations.language_reference(impl).language == impl.language
     assert implementations.TRAINING_PHASES == PHASE_NAMES, "the registry's phases and bench/trainer.py's PHASES"
     assert implementations.DEFAULT_IMPLS == ("python", "cpp")
+
+
+def test_which_tests_make_cases_for_an_implementation():
+    """python-vmap trains ensembles only: no phase, training-run, concurrent-jobs or worker cases; the published
+    pair runs both kinds; an implementation without an ensemble gets no ensemble cases."""
+    vmap, python, batched = (implementations.get(name) for name in ("python-vmap", "python", "python-batched"))
+    ensemble_test, job_test = ("benchmark", "impl", "device", "models"), ("benchmark", "impl", "device", "jobs")
+    assert vmap.runs_in(ensemble_test) and not vmap.runs_in(job_test) and vmap.phases == ()
+    assert python.runs_in(ensemble_test) and python.runs_in(job_test)
+    assert batched.runs_in(job_test) and not batched.runs_in(ensemble_test)
+    assert vmap.trainer_options() == {"loader": "published", "optimizer": "sgd", "ensemble": "vmap"}
+    assert "ensemble" not in implementations.get("cpp").trainer_options()  # C++ ensembles are loops
+    with pytest.raises(AssertionError, match="ensemble 'vmap'"):
+        implementations.Implementation("cpp-vmap", "cpp", "", "cpp", ensemble="vmap")
 
 
 def test_impl_option_values():
@@ -48,3 +65,26 @@ def test_workload_option_values():
             parse_sizes(bad, "--width")
     # The published workload first, so a default-only run and a sweep start alike.
     assert [w.id for w in workloads((4, 1), (256, 64))] == ["", "w1-b256", "w4-b64", "w4-b256"]
+
+
+def test_jobs_and_models_make_the_cases(settings):
+    """bench/plugin.py's case generation, given --impl all, --jobs per device and --models: each device's
+    concurrent-jobs counts and every ensemble size, for the implementations that run them."""
+    from bench import plugin
+
+    chosen = replace(settings, impls=implementations.NAMES, jobs={"cpu": (1, 3), "cuda": (2,)}, models=(2, 5))
+
+    def ids_for(*fixtures) -> list[str]:
+        made = {}
+        metafunc = SimpleNamespace(fixturenames=["benchmark", *fixtures], config=SimpleNamespace(phasebench=chosen),
+                                   parametrize=lambda names, cases, ids: made.update(ids=ids))
+        plugin.pytest_generate_tests(metafunc)
+        return made["ids"]
+
+    jobs = ids_for("impl", "device", "jobs", "workload")
+    assert {"python-cpu-1", "python-cpu-3", "cpp-cuda-2", "python-batched-cpu-3"} <= set(jobs), jobs
+    assert not [case for case in jobs if case.endswith("cuda-1") or "vmap" in case], jobs
+    ensembles = ids_for("impl", "device", "models", "workload")
+    assert set(ensembles) == {f"{impl}-{device}-{m}" for impl in ("python", "cpp", "python-vmap")
+                              for device in ("cpu", "cuda") for m in (2, 5)}, ensembles
+    assert not [case for case in ids_for("impl", "device", "workload") if "vmap" in case]  # e.g. the training run

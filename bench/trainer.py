@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from bench import loaders
 from bench.data import check_split
+from bench.ensemble import KINDS as ENSEMBLE_KINDS
 from bench.workload import DEFAULT as DEFAULT_WORKLOAD, TRAIN_IMAGES, Workload
 
 LOG_INTERVAL = 10
@@ -97,10 +98,12 @@ class Trainer:
     def __init__(self, root: str, device: str = "cpu", threads: int = 0, seed: int = 1,
                  log_path: str | None = None, dropout: float = 0.5,
                  slow_phase: str = "", slow_ns: int = 0, slow_fraction: float = 0.0, width: int = 1, batch_size: int = 64,
-                 loader: str = "published", optimizer: str = "sgd"):
+                 loader: str = "published", optimizer: str = "sgd", ensemble: str = "loop"):
         check_split(f"{root}/MNIST/raw", "train")
         if optimizer not in OPTIMIZER_FLAGS:
             raise ValueError(f"unknown optimizer '{optimizer}': {', '.join(OPTIMIZER_FLAGS)}")
+        if ensemble not in ENSEMBLE_KINDS:
+            raise ValueError(f"unknown ensemble '{ensemble}': {', '.join(ENSEMBLE_KINDS)}")
         self.root, self.dropout = root, dropout
         self.workload, self.loader_kind, self.optimizer_flags = Workload(width, batch_size), loader, OPTIMIZER_FLAGS[optimizer]
         self.batch_size = batch_size
@@ -122,6 +125,7 @@ class Trainer:
         self.fresh = self.update_check = self.rng_before = None
         self.zero_before = None
         self.last_phase = None
+        self.ensemble_kind, self.ensemble, self.ensemble_losses = ensemble, None, None
         # torch.cuda.synchronize() is this call inside a device guard; the device is set above.
         self.timed = self._timed_cuda if self.device.type == "cuda" else self._timed_cpu
         self.bodies = {phase.name: slowed(phase.body, slow_ns, slow_fraction) if phase.name == slow_phase else phase.body
@@ -382,6 +386,39 @@ class Trainer:
         loop_ns = time.perf_counter_ns() - start
         self.batches = None  # the phases start a new epoch
         return totals, steps, loop_ns, cpu_total
+
+    # -- ensembles (README, "Concurrent jobs and ensembles"; bench/ensemble.py) ------------------------
+    def start_ensemble(self, models: int) -> None:
+        """M models from seeds 1..M with this trainer's dropout, workload and optimizer flags; replaces the last
+        ensemble. It reseeds the global generator; the trainer's own model is left as it is."""
+        self.stop_ensemble()  # freed before the new one is built
+        self.ensemble = ENSEMBLE_KINDS[self.ensemble_kind](
+            models, lambda: Net(self.dropout, self.workload).to(self.device),
+            lambda params: torch.optim.SGD(params, lr=LEARNING_RATE, momentum=MOMENTUM, **self.optimizer_flags))
+
+    def stop_ensemble(self) -> None:
+        self.ensemble = self.ensemble_losses = None
+
+    def _step_ensemble(self) -> None:
+        self.ensemble_losses = self.ensemble.step(self.data, self.target)
+
+    def ensemble_step(self) -> tuple[int, int, int, list[float]]:
+        """One step of every member on the next batch, timed as a phase is: the batch is loaded and copied to
+        the device before the clock starts, and what the last step left is released before that. Returns
+        (ns, process CPU ns, thread CPU ns, each member's loss)."""
+        if self.ensemble is None:
+            raise RuntimeError("no ensemble: send ensemble_start first")
+        self.ensemble_losses = None
+        self.release()
+        self.on_device()
+        ns, cpu_ns, thread_ns = self.timed(Trainer._step_ensemble)
+        losses = self.ensemble_losses
+        return ns, cpu_ns, thread_ns, (torch.stack(losses) if isinstance(losses, list) else losses).tolist()
+
+    def ensemble_params(self, member: int) -> torch.Tensor:
+        if self.ensemble is None:
+            raise RuntimeError("no ensemble: send ensemble_start first")
+        return self.ensemble.member_params(member)
 
     def peak_device_memory(self) -> int | None:
         """Peak bytes allocated on the device since train() began; None on cpu (README, "Implementations and

@@ -35,6 +35,7 @@ import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 POLL_INTERVAL_S = 0.1
 CLOCK_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
@@ -207,6 +208,43 @@ class GpuWindow:
                 **{name: summarize(values) for name, values in self.values.items()}}
 
 
+# --- NVIDIA MPS ------------------------------------------------------------------------------------
+
+MPS_PIPE_ENV, MPS_DEFAULT_PIPE_DIRECTORY = "CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"
+MPS_PROCESSES = ("nvidia-cuda-mps-control", "nvidia-cuda-mps-server")
+COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
+
+
+def mps_processes() -> list[str]:
+    """The MPS daemons visible in /proc (none from inside a container that does not share the host's pids)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (name := (entry / "comm").read_text().strip()) in MPS_PROCESSES:
+                found.append(f"{name} (pid {entry.name})")
+        except OSError:  # it ended while we looked
+            continue
+    return sorted(found)
+
+
+def mps_status(compute_mode: str | None = None) -> dict:
+    """Whether NVIDIA MPS (the Multi-Process Service) would serve this machine's CUDA processes, found by
+    looking only: a CUDA client joins MPS through the control pipe in CUDA_MPS_PIPE_DIRECTORY (default
+    /tmp/nvidia-mps), which exists while the daemon runs; its processes, where /proc shows them; and the
+    GPU's compute mode (Exclusive_Process is how MPS is usually set up). MPS is never started or stopped.
+    Without it, concurrent processes time-slice the GPU: one process's kernels at a time."""
+    directory = os.environ.get(MPS_PIPE_ENV) or MPS_DEFAULT_PIPE_DIRECTORY
+    control = Path(directory) / "control"
+    try:
+        pipe = control.is_fifo()
+    except OSError:
+        pipe = False
+    processes = mps_processes()
+    return {"running": pipe or bool(processes), "pipe_directory": directory,
+            "pipe_directory_from": MPS_PIPE_ENV if os.environ.get(MPS_PIPE_ENV) else "default",
+            "control_pipe": pipe, "processes": processes, "compute_mode": compute_mode}
+
+
 # --- the session -----------------------------------------------------------------------------------
 
 @dataclass
@@ -264,6 +302,20 @@ class Monitor:
         if self.nvml is not None:
             self.nvml.nvmlShutdown()
             self.nvml = None
+
+    def mps(self, device: str) -> dict | None:
+        """mps_status() for a cuda device, with its compute mode from NVML where NVML is up; None on cpu."""
+        if not device.startswith("cuda"):
+            return None
+        mode = None
+        if self.nvml is not None:
+            try:
+                handle = self.nvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id(device))
+                code = self.nvml.nvmlDeviceGetComputeMode(handle)
+                mode = COMPUTE_MODES.get(code, str(code))
+            except self.nvml.NVMLError as error:
+                mode = f"unknown ({type(error).__name__}: {error})"
+        return mps_status(mode)
 
     def _gpu_window(self, device: str) -> GpuWindow | None:
         if self.nvml is None or not device.startswith("cuda"):

@@ -47,6 +47,9 @@ class PythonAdapter:
         data, target = self.trainer.batch_at(index)
         return data.float().contiguous().numpy().tobytes(), target.tolist()
 
+    def ensemble_params(self, member: int) -> bytes:
+        return self.trainer.ensemble_params(member).numpy().tobytes()
+
 
 class CppAdapter:
     def __init__(self, options: dict, library: str):
@@ -69,6 +72,9 @@ class CppAdapter:
     def batch_at(self, index: int):
         images, labels = self.trainer.batch_at(index)
         return images.tobytes(), labels
+
+    def ensemble_params(self, member: int) -> bytes:
+        return self.trainer.ensemble_params(member).tobytes()
 
 
 def fault(kind: str):
@@ -98,6 +104,16 @@ def faults_for(impl: str) -> dict[str, str]:
     return faults
 
 
+def on_the_shared_clock(work):
+    """Runs work(); returns its result and when it started and ended on CLOCK_MONOTONIC (perf_counter_ns, which
+    every process on the machine shares, so test_concurrent_jobs can line jobs up), with the process CPU time
+    across it (all threads)."""
+    cpu_start, started = time.process_time_ns(), time.perf_counter_ns()
+    result = work()
+    ended = time.perf_counter_ns()
+    return result, {"started_at_ns": started, "ended_at_ns": ended, "request_cpu_ns": time.process_time_ns() - cpu_start}
+
+
 def handle(adapter, request: dict) -> dict:
     command = request["cmd"]
     trainer = adapter.trainer
@@ -119,19 +135,34 @@ def handle(adapter, request: dict) -> dict:
         images, labels = adapter.batch_at(request["index"])
         return {"images": base64.b64encode(images).decode(), "labels": labels}
     if command == "train_steps":
-        return {"losses": trainer.train_steps(request["steps"])}
+        losses, clock = on_the_shared_clock(lambda: trainer.train_steps(request["steps"]))
+        return {"losses": losses} | clock
     if command == "evaluate":
         accuracy, loss = trainer.evaluate()
         return {"accuracy": accuracy, "loss": loss}
     if command == "train":
-        totals, steps, loop_ns, cpu_ns = trainer.train(request["epochs"], request["synchronize"])
+        (totals, steps, loop_ns, cpu_ns), clock = on_the_shared_clock(
+            lambda: trainer.train(request["epochs"], request["synchronize"]))
         # The published Total Time: the program from before its dataset is opened to its last step.
         return {"phase_ns": totals, "steps": steps, "loop_ns": loop_ns, "phase_cpu_ns": cpu_ns,
                 "setup_ns": adapter.setup_ns, "program_ns": adapter.setup_ns + loop_ns,
                 # This process's peak resident memory so far (Linux reports KiB), and the device's peak since
                 # train() began (README, "Implementations and workloads").
                 "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                "peak_device_bytes": trainer.peak_device_memory()}
+                "peak_device_bytes": trainer.peak_device_memory()} | clock
+    # Ensembles (README, "Concurrent jobs and ensembles"): M models built from seeds 1..M, a timed step of all
+    # of them, a member's parameters.
+    if command == "ensemble_start":
+        trainer.start_ensemble(request["models"])
+        return {}
+    if command == "ensemble_step":
+        ns, cpu_ns, thread_cpu_ns, losses = trainer.ensemble_step()
+        return {"ns": ns, "cpu_ns": cpu_ns, "thread_cpu_ns": thread_cpu_ns, "losses": losses}
+    if command == "ensemble_params":
+        return {"data": base64.b64encode(adapter.ensemble_params(request["member"])).decode()}
+    if command == "ensemble_stop":
+        trainer.stop_ensemble()
+        return {}
     if command == "fault":
         fault(request["kind"])
     raise ValueError(f"unknown command '{command}'")
@@ -167,6 +198,9 @@ def main(argv=None) -> int:
                 reply({"ok": True})
                 continue
             if command == "start":
+                if adapter is not None:  # a restart with other options (the equivalence tests): a fresh trainer
+                    adapter.trainer.close()
+                    adapter = None
                 adapter = (PythonAdapter(request["options"]) if args.language == "python"
                            else CppAdapter(request["options"], args.library))
                 reply({"ok": True, "pid": os.getpid(), "phases": adapter.phase_names(),

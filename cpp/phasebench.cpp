@@ -252,6 +252,7 @@ struct WeakTensor {
 
 constexpr double kLearningRate = 0.01, kMomentum = 0.5;
 constexpr int kFloorRounds = 2000;  // empty-phase rounds whose median is the timer floor
+constexpr int64_t kMaxEnsemble = 4096;  // as bench/ensemble.py's MAX_MODELS
 
 class Trainer {
  public:
@@ -356,6 +357,57 @@ class Trainer {
     if (!device_.is_cuda()) return -1;
     const auto stats = c10::getDeviceAllocator(device_.type())->getDeviceStats(device_.index());
     return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+  }
+
+  // An ensemble (README, "Concurrent jobs and ensembles"): member k (1-based) is the Net built right after
+  // torch::manual_seed(k), with its own SGD; it replaces the last one. bench/ensemble.py's LoopEnsemble in C++.
+  void start_ensemble(int64_t models) {
+    if (models < 1 || models > kMaxEnsemble)
+      throw std::invalid_argument("an ensemble of " + std::to_string(models) + " models: from 1 to " +
+                                  std::to_string(kMaxEnsemble));
+    stop_ensemble();  // freed before the new one is built
+    for (int64_t seed = 1; seed <= models; ++seed) {
+      torch::manual_seed(seed);
+      auto model = std::make_shared<Net>(options_.dropout, width_);
+      model->to(device_);
+      auto optimizer = std::make_unique<torch::optim::SGD>(
+          model->parameters(), torch::optim::SGDOptions(kLearningRate).momentum(kMomentum));
+      ensemble_.push_back({std::move(model), std::move(optimizer)});
+    }
+  }
+  void stop_ensemble() {
+    ensemble_losses_.clear();
+    ensemble_.clear();
+  }
+  int64_t ensemble_size() const { return static_cast<int64_t>(ensemble_.size()); }
+
+  // One step of every member on the next batch, timed as a phase is: the batch is loaded and copied to the
+  // device before the clock starts, and what the last step left is released before that.
+  Timing ensemble_step(std::vector<double>& losses) {
+    if (ensemble_.empty()) throw std::logic_error("no ensemble: call pb_ensemble_create first");
+    ensemble_losses_.clear();
+    ensemble_losses_.reserve(ensemble_.size());
+    release();
+    on_device();
+    const Timing timing = timed([this] {
+      for (auto& member : ensemble_) {
+        auto loss = torch::nll_loss(member.model->forward(data_), target_);
+        loss.backward();
+        member.optimizer->step();
+        member.optimizer->zero_grad();
+        ensemble_losses_.push_back(loss.detach());
+      }
+    });
+    losses.clear();
+    for (const auto& loss : ensemble_losses_) losses.push_back(loss.item<double>());
+    return timing;
+  }
+
+  std::vector<torch::Tensor> ensemble_parameters(int64_t member) const {
+    if (member < 0 || member >= ensemble_size())
+      throw std::out_of_range("member " + std::to_string(member) + " of an ensemble of " +
+                              std::to_string(ensemble_size()) + " (members are numbered from 0)");
+    return ensemble_[member].model->parameters();
   }
 
   // One training step, without its log line.
@@ -747,6 +799,12 @@ class Trainer {
   std::unique_ptr<torch::optim::SGD> optimizer_, fresh_optimizer_;
   std::vector<Phase> phases_;
   std::string last_phase_;
+  struct Member {
+    std::shared_ptr<Net> model;
+    std::unique_ptr<torch::optim::SGD> optimizer;
+  };
+  std::vector<Member> ensemble_;
+  std::vector<torch::Tensor> ensemble_losses_;  // the last ensemble step's, one per member
   Batch host_;
   torch::Tensor data_, target_, output_, loss_;
   torch::Tensor check_weight_, check_grad_, check_momentum_, rng_before_;  // for the products
@@ -929,8 +987,7 @@ int pb_param_layout(pb_session* session, char* buffer, int64_t capacity) {
 
 namespace {
 // Checks the caller's buffer length against the model before touching either.
-std::vector<torch::Tensor> params_for(pb_session* session, const float* values, int64_t count) {
-  auto params = trainer_of(session).parameters();
+std::vector<torch::Tensor> checked_params(std::vector<torch::Tensor> params, const float* values, int64_t count) {
   require(values, "parameter buffer");
   int64_t total = 0;
   for (const auto& p : params) total += p.numel();
@@ -939,17 +996,21 @@ std::vector<torch::Tensor> params_for(pb_session* session, const float* values, 
                             " floats, the model has " + std::to_string(total));
   return params;
 }
+std::vector<torch::Tensor> params_for(pb_session* session, const float* values, int64_t count) {
+  return checked_params(trainer_of(session).parameters(), values, count);
+}
+void copy_params_out(const std::vector<torch::Tensor>& params, float* values) {
+  int64_t offset = 0;
+  for (const auto& p : params) {
+    auto flat = p.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    std::memcpy(values + offset, flat.data_ptr<float>(), flat.numel() * sizeof(float));
+    offset += flat.numel();
+  }
+}
 }  // namespace
 
 int pb_get_params(pb_session* session, float* values, int64_t count) {
-  return guarded([&] {
-    int64_t offset = 0;
-    for (const auto& p : params_for(session, values, count)) {
-      auto flat = p.detach().to(torch::kCPU, torch::kFloat32).contiguous();
-      std::memcpy(values + offset, flat.data_ptr<float>(), flat.numel() * sizeof(float));
-      offset += flat.numel();
-    }
-  });
+  return guarded([&] { copy_params_out(params_for(session, values, count), values); });
 }
 
 int pb_set_params(pb_session* session, const float* values, int64_t count) {
@@ -1017,6 +1078,40 @@ int pb_peak_device_memory(pb_session* session, int64_t* bytes) {
     require(bytes, "bytes output");
     *bytes = trainer.peak_device_memory();
   });
+}
+
+int pb_ensemble_create(pb_session* session, int64_t models) {
+  return guarded([&] { trainer_of(session).start_ensemble(models); });
+}
+
+int pb_ensemble_step(pb_session* session, int64_t* duration_ns, int64_t* cpu_ns, int64_t* thread_cpu_ns,
+                     double* losses, int64_t capacity) {
+  return guarded([&] {
+    auto& trainer = trainer_of(session);
+    require(duration_ns, "duration output");
+    require(cpu_ns, "CPU time output");
+    require(thread_cpu_ns, "thread CPU time output");
+    require(losses, "loss buffer");
+    if (capacity < trainer.ensemble_size())
+      throw std::length_error("loss buffer of " + std::to_string(capacity) + ", " +
+                              std::to_string(trainer.ensemble_size()) + " needed");
+    std::vector<double> values;
+    const Timing timing = trainer.ensemble_step(values);
+    std::copy(values.begin(), values.end(), losses);
+    *duration_ns = timing.ns;
+    *cpu_ns = timing.cpu_ns;
+    *thread_cpu_ns = timing.thread_cpu_ns;
+  });
+}
+
+int pb_ensemble_get_params(pb_session* session, int64_t member, float* values, int64_t count) {
+  return guarded([&] {
+    copy_params_out(checked_params(trainer_of(session).ensemble_parameters(member), values, count), values);
+  });
+}
+
+int pb_ensemble_destroy(pb_session* session) {
+  return guarded([&] { trainer_of(session).stop_ensemble(); });
 }
 
 int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t* phase_ns,

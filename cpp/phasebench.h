@@ -107,6 +107,24 @@ int pb_evaluate(pb_session* session, double* accuracy, double* mean_loss);
 int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t* phase_ns,
              int64_t phase_capacity, int64_t* steps, int64_t* loop_ns, int64_t* cpu_ns);
 
+/* Ensembles (README, "Concurrent jobs and ensembles"): `models` (1 to 4096) independent Nets, member k
+ * (from 1) built right after torch::manual_seed(k), each with its own SGD, trained one after another on the
+ * same batches. It replaces the session's last ensemble and reseeds the generator; the session's own model
+ * is left as it is. */
+int pb_ensemble_create(pb_session* session, int64_t models);
+
+/* One step of every member on the session's next batch: the batch is loaded and copied to the device
+ * untimed, then the members' forward, loss, backward and update are timed as pb_run_phase times a phase
+ * (cpu_ns and thread_cpu_ns as in pb_result). losses[k] is member k's loss; capacity >= the member count. */
+int pb_ensemble_step(pb_session* session, int64_t* duration_ns, int64_t* cpu_ns, int64_t* thread_cpu_ns,
+                     double* losses, int64_t capacity);
+
+/* Member `member`'s (from 0) parameters, as pb_get_params gives the session model's. */
+int pb_ensemble_get_params(pb_session* session, int64_t member, float* values, int64_t count);
+
+/* Frees the ensemble; none is not an error. */
+int pb_ensemble_destroy(pb_session* session);
+
 /* Peak bytes allocated on the session's device since its last pb_train began (LibTorch's caching
  * allocator); -1 on cpu. */
 int pb_peak_device_memory(pb_session* session, int64_t* bytes);
