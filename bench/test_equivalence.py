@@ -278,10 +278,19 @@ def variant_pair(settings, cpp_library, tmp_path):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_variant_same_batches(variant_pair, variant):
     """The same batches as its language's published pipeline: images to the bit, labels exact."""
-    absent = implementations.get(variant).absent_reason("cpu")
+    registered = implementations.get(variant)
+    absent = registered.absent_reason("cpu")
     if absent:
-        pytest.skip(f"{variant} does not run on cpu ({absent}); its loader, {implementations.get(variant).loader}, "
-                    f"is checked with the variants that do")
+        pytest.skip(f"{variant} does not run on cpu ({absent}); its loader, {registered.loader}, is checked with "
+                    f"the variants that do")
+    # A loader is the same code whatever the step does with its batches: a graph or compiled variant's is checked
+    # with the eager variant that has it.
+    same_loader = [name for name in EAGER_VARIANTS if not implementations.get(name).absent_reason("cpu")
+                   and (implementations.get(name).language, implementations.get(name).loader)
+                   == (registered.language, registered.loader)]
+    earlier = same_loader[0] if registered.step != "eager" and same_loader else None
+    if earlier:
+        pytest.skip(f"{variant}'s loader, {registered.loader}, is {earlier}'s: test_variant_same_batches[{earlier}]")
     assert_same_batches(variant_pair(variant, 0.0), tolerance=0.0)
 
 
@@ -310,18 +319,24 @@ def test_same_training_on_another_workload(settings, cpp_library, tmp_path, impl
 
 # Where the kernels differ, the same training can differ by float32 rounding alone: inductor fuses relu, max-pool,
 # log-softmax, nll_loss and their backward into loops of its own (its own exp and log, its own summation order
-# for the loss and the bias gradients), each a few ulp (1 ulp = 6e-8 of a value near 1) from ATen's; on cuda,
-# cuDNN's weight-gradient kernels may add in any order (atomics), so two eager runs can differ too. Over 100
-# SGD steps (lr 0.01) these differences grow, but stay orders of magnitude below what a real difference in the
-# computation makes: another dropout mask, a skipped or doubled update or a wrong learning rate moves a loss by
-# 1e-3 or more within a step or two (the eager losses fall by about 2e-3 a step here). 1e-4, absolute, on every
-# loss and every parameter, sits between the two (measured on this cpu: see the README for the largest gaps).
-ROUNDING_TOLERANCE = 1e-4
+# for the loss and the bias gradients), each a few ulp from ATen's; on cuda, cuDNN's weight-gradient kernels may
+# add in any order (atomics), so two eager runs can differ too. Such differences start at an ulp or two (a loss
+# near 2 has ulps of 2.4e-7) and stay there until one of them tips a max-pool's choice between two near-equal
+# values or a relu at zero; from then on the two trainings drift apart, faster each step. Measured on this cpu,
+# python-compile against python with the published dropout: the losses agreed within 2.4e-7 for the first 60
+# steps, then differed by up to 9.5e-7, 1.2e-5, 6e-5 and 5.1e-4 over the next four tens of steps, and the
+# weights by 2.9e-4 after 100. So the test is two-fold. Early, where nothing can have tipped yet, every loss must
+# agree within a few ulp: another dropout mask, a skipped or doubled update or a wrong learning rate moves a loss
+# by 1e-4 or more at once (the losses fall by about 3e-3 a step here). After 100 steps, losses and weights must
+# stay within 4x of the drift measured above: a bound on divergence, not a proof of sameness.
+EARLY_STEPS, EARLY_TOLERANCE = 50, 1e-6
+DRIFT_TOLERANCE = 2e-3
 
 
-def assert_close_training(pair: Pair, what: str, tolerance: float = ROUNDING_TOLERANCE, steps: int = STEPS) -> None:
-    """`steps` steps from the same weights: every loss and every parameter after them within `tolerance`; the
-    failure names the largest gaps, and a pass that is bit-identical says so in the log."""
+def assert_close_training(pair: Pair, what: str, steps: int = STEPS) -> None:
+    """`steps` steps from the same weights: the first EARLY_STEPS losses within EARLY_TOLERANCE, every loss and
+    every parameter after them within DRIFT_TOLERANCE; the failure names the largest gaps, and the log says how
+    close they came (and whether to the bit)."""
     a, b = pair.names
     for worker in pair.workers:
         set_params(worker, pair.initial)
@@ -332,17 +347,23 @@ def assert_close_training(pair: Pair, what: str, tolerance: float = ROUNDING_TOL
     named = {impl: parameters(layout, get_params(worker)) for impl, worker in zip(pair.names, pair.workers)}
     param_gaps = {name: float(np.abs(named[a][name] - named[b][name]).max()) for name in named[a]}
     worst = max(param_gaps, key=param_gaps.get)
-    print(f"{a} vs {b}, {what}: largest loss gap {loss_gaps.max():.3g} (step {loss_gaps.argmax()}), largest "
-          f"parameter gap {param_gaps[worst]:.3g} ({worst}); bit-identical: "
+    print(f"{a} vs {b}, {what}: loss gaps, largest per ten steps "
+          f"{[float(f'{gap:.2g}') for gap in loss_gaps.reshape(-1, 10).max(1)] if steps % 10 == 0 else loss_gaps.max()}; "
+          f"largest parameter gap {param_gaps[worst]:.3g} ({worst}); bit-identical: "
           f"{not bit_differences(layout, get_params(pair.first), get_params(pair.second))}")
     problems = []
-    if not loss_gaps.max() <= tolerance:
-        first = int(np.argmax(loss_gaps > tolerance))
-        problems.append(f"losses differ by up to {loss_gaps.max():.3g} (tolerance {tolerance:g}), first beyond it at "
-                        f"step {first}: {a} {losses[a][first]:.9g}, {b} {losses[b][first]:.9g}")
-    beyond = {name: gap for name, gap in param_gaps.items() if not gap <= tolerance}
+    early = loss_gaps[:EARLY_STEPS]
+    if not early.max() <= EARLY_TOLERANCE:
+        first = int(np.argmax(early > EARLY_TOLERANCE))
+        problems.append(f"losses of the first {EARLY_STEPS} steps differ by up to {early.max():.3g} (tolerance "
+                        f"{EARLY_TOLERANCE:g}), first at step {first}: {a} {losses[a][first]:.9g}, "
+                        f"{b} {losses[b][first]:.9g}")
+    if not loss_gaps.max() <= DRIFT_TOLERANCE:
+        problems.append(f"losses drift apart by up to {loss_gaps.max():.3g} (tolerance {DRIFT_TOLERANCE:g}), at step "
+                        f"{int(loss_gaps.argmax())}")
+    beyond = {name: gap for name, gap in param_gaps.items() if not gap <= DRIFT_TOLERANCE}
     if beyond:
-        problems.append("after the last step, parameters differ by more than the tolerance: "
+        problems.append(f"after the last step, parameters differ by more than {DRIFT_TOLERANCE:g}: "
                         + ", ".join(f"{name} {gap:.3g}" for name, gap in beyond.items()))
     assert not problems, f"{a} and {b}, {steps} steps from the same weights, {what}:\n  " + "\n  ".join(problems)
 
@@ -353,7 +374,7 @@ COMPILED = [impl.name for impl in implementations.REGISTRY if impl.step == "comp
 @pytest.mark.parametrize("variant", COMPILED)
 @pytest.mark.parametrize("dropout", [PUBLISHED_DROPOUT, 0.0], ids=["dropout-on", "dropout-off"])
 def test_compiled_same_training(settings, tmp_path, variant, dropout):
-    """The compiled model trains as eager Python, within the rounding of the kernels inductor fuses. With
+    """The compiled model trains as eager Python, within the rounding of the kernels inductor fuses (above). With
     torch._inductor.config.fallback_random the compiled code draws eager's dropout masks, so the published
     dropout is compared too. One cold compile per test: dropout-on, the graph that is timed, runs in the test
     command; dropout-off runs where --impl names the variant (a second compile takes 70-110 s here)."""
@@ -373,7 +394,8 @@ def test_same_training_on_cuda(request, settings, tmp_path, variant):
     """On cuda, with dropout off: CUDA graphs (the first steps eager warm-up, then replays of the captured step)
     and the compiled model train as eager in their language, within the rounding tolerance. With dropout on a
     captured graph draws its own masks: it advances the generator's Philox offset by its own rule on each
-    replay, not by the eager kernels' amounts, so the masks differ from eager's by design (README)."""
+    replay, not by the eager kernels' amounts, so the masks differ from eager's by design (README). The
+    tolerances are the compiled variant's (above): this test has not yet run on a GPU."""
     variant_impl = implementations.get(variant)
     reference = implementations.language_reference(variant_impl).name
     library = request.getfixturevalue("cpp_library") if variant_impl.language == "cpp" else None
