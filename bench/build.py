@@ -32,12 +32,35 @@ class BuildFailed(RuntimeError):
     """The compiler ran and failed: the cpp cases fail with its output."""
 
 
+def cuda_header_dir() -> str | None:
+    """A folder holding the CUDA runtime's headers that ATen/cuda/CUDAGraph.h includes (cuda_runtime_api.h and
+    the crt/host_config.h it pulls in), or None. The pip CUDA wheels need no toolkit: the runtime's headers
+    come with nvidia-cuda-runtime (crt/ only with nvidia-cuda-crt) and, complete, with triton's NVIDIA
+    backend, which torch's CUDA wheels install. CUDA_HOME's toolkit comes first where there is one."""
+    import importlib.util
+
+    candidates = [Path(os.environ[name], "include") for name in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(name)]
+    candidates.append(Path("/usr/local/cuda/include"))
+    for package, below in (("nvidia", ("cu13/include", "cuda_runtime/include")), ("triton", ("backends/nvidia/include",))):
+        spec = importlib.util.find_spec(package)
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            candidates += [Path(location, sub) for sub in below]
+    for folder in candidates:
+        if (folder / "cuda_runtime_api.h").is_file() and (folder / "crt" / "host_config.h").is_file():
+            return str(folder)
+    return None
+
+
 def make_variables() -> dict[str, str]:
     import torch
     from torch.utils import cpp_extension
 
     libdir = cpp_extension.library_paths()[0]
     cuda_libs = [f"-l{name}" for name in ("torch_cuda", "c10_cuda") if Path(libdir, f"lib{name}.so").exists()]
+    # CUDA graphs (cpp-graphs) where torch has CUDA and the runtime's headers are here; without them the
+    # library still builds, and refuses a "graphs" trainer with that reason.
+    headers = cuda_header_dir() if cuda_libs else None
+    cuda_graphs = f"-DPHASEBENCH_CUDA_GRAPHS=1 -isystem {headers}" if headers else ""
     sanitize = os.environ.get("PHASEBENCH_SANITIZE", "")
     if sanitize not in SANITIZERS:
         raise BuildFailed(f"PHASEBENCH_SANITIZE={sanitize!r}: valid values are {sorted(SANITIZERS)}")
@@ -48,6 +71,7 @@ def make_variables() -> dict[str, str]:
         "TORCH_CUDA_LIBS": " ".join(cuda_libs),
         "ABI_FLAG": f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}",
         "SANITIZE": SANITIZERS[sanitize],
+        "CUDA_GRAPHS": cuda_graphs,
         "TORCH_VERSION": torch.__version__,  # not used by make; part of the hash
     }
 

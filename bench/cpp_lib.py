@@ -27,6 +27,7 @@ class Options(ctypes.Structure):
         ("width", ctypes.c_int64),
         ("batch_size", ctypes.c_int64),
         ("loader", ctypes.c_char_p),
+        ("step", ctypes.c_char_p),
     ]
 
     def __init__(self, *args, **kwargs):
@@ -127,13 +128,15 @@ class CppTrainer:
 
     def __init__(self, lib: ctypes.CDLL, root: str, device: str = "cpu", threads: int = 0, seed: int = 1,
                  log_path: str | None = None, dropout: float = 0.5, slow_phase: str = "", slow_ns: int = 0,
-                 slow_fraction: float = 0.0, width: int = 1, batch_size: int = 64, loader: str = "published"):
+                 slow_fraction: float = 0.0, width: int = 1, batch_size: int = 64, loader: str = "published",
+                 step: str = "eager"):
         self.lib = lib
         self.batch_size = batch_size
         # LibTorch's MNIST reads the IDX files straight from the folder it is given.
         self._options = Options(f"{root}/MNIST/raw".encode(), device.encode(),
                                 log_path.encode() if log_path else None, threads, seed, dropout,
-                                slow_phase.encode(), slow_ns, slow_fraction, width, batch_size, loader.encode())
+                                slow_phase.encode(), slow_ns, slow_fraction, width, batch_size, loader.encode(),
+                                step.encode())
         self.handle = _P()
         self.ensemble_size = 0  # the members of the session's ensemble, as pb_ensemble_create was told
         self._call("pb_create", ctypes.byref(self._options), ctypes.byref(self.handle))

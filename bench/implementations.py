@@ -19,6 +19,18 @@ DEVICES = ("cpu", "cuda")
 # The training phases, in order (bench/trainer.py's PHASES and Trainer::make_phases say what each does).
 TRAINING_PHASES = ("data_loading", "copy_to_device", "optimizer_init", "forward", "loss", "backward",
                    "param_update", "progress_print", "train_step")
+# Phases timed once per worker, the first time the step needs them (README, "CUDA graphs and torch.compile"):
+# capturing the step into CUDA graphs, compiling the model. Never inside a step phase's clock.
+ONE_SHOT_PHASES = ("graph_capture", "compile")
+# How a step is executed: eagerly (as published); captured whole into CUDA graphs and replayed; the model through
+# torch.compile, in its default mode or with mode="reduce-overhead" (CUDA graphs made by the compiler).
+STEP_KINDS = ("eager", "graphs", "compile", "compile-cudagraphs")
+# A step replayed as one graph has no forward, loss, backward or update of its own to time.
+WHOLE_STEP_KINDS = ("graphs", "compile-cudagraphs")
+GRAPH_PHASES = ("data_loading", "copy_to_device", "graph_capture", "train_step")
+COMPILED_CUDAGRAPH_PHASES = ("data_loading", "copy_to_device", "compile", "train_step")
+COMPILE_PHASES = TRAINING_PHASES + ("compile",)
+CUDA_ONLY_GRAPHS = "CUDA graphs capture CUDA work: there is nothing to capture on cpu"
 
 
 @dataclass(frozen=True)
@@ -41,6 +53,7 @@ class Implementation:
     ensemble: str | None = None
     # False: it trains ensembles only, so no phase, training-run, concurrent-jobs or worker cases are made for it.
     single_model: bool = True
+    step: str = "eager"  # STEP_KINDS: how the trainer executes a training step
 
     def __post_init__(self):
         assert self.language in LANGUAGES, f"{self.name}: unknown language {self.language}"
@@ -48,13 +61,27 @@ class Implementation:
         assert self.ensemble in (None, "loop", "vmap") and (self.ensemble != "vmap" or self.language == "python"), (
             f"{self.name}: ensemble {self.ensemble!r}")
         assert self.single_model or (self.ensemble and not self.phases), f"{self.name}: trains nothing"
+        assert self.step in STEP_KINDS, f"{self.name}: unknown step {self.step}"
+
+    @property
+    def one_shot(self) -> str | None:
+        """Its phase timed once per worker (graph_capture, compile), or None."""
+        return next((phase for phase in self.phases if phase in ONE_SHOT_PHASES), None)
+
+    @property
+    def run_phases(self) -> tuple[str, ...]:
+        """The phases its training run times: the model's construction, its one-shot phase, and train_step where
+        the step is one graph, else the step's parts."""
+        whole = self.step in WHOLE_STEP_KINDS
+        timed = [phase for phase in self.phases if whole or phase != "train_step"]
+        return tuple(dict.fromkeys(["optimizer_init"] + timed))  # every run builds its model first
 
     def absent_reason(self, device: str) -> str | None:
         return self.absent.get(device)
 
     def trainer_options(self) -> dict:
         """What the trainer of its language is told (Trainer kwargs; pb_options for C++)."""
-        options = {"loader": self.loader}
+        options = {"loader": self.loader, "step": self.step}
         if self.language == "python":
             options |= {"optimizer": self.optimizer} | ({"ensemble": self.ensemble} if self.ensemble else {})
         return options
@@ -92,6 +119,24 @@ REGISTRY: tuple[Implementation, ...] = (
     Implementation("python-vmap", "python", "an ensemble of M models as one vectorized model: torch.func's "
                    "stack_module_state, functional_call and vmap, one SGD over the stacked parameters", "python",
                    ensemble="vmap", single_model=False, phases=()),
+    # CUDA graphs and torch.compile (README, "CUDA graphs and torch.compile"): the batched loader, so that the host
+    # feeds the GPU as little as possible; each batch is copied into the graph's static input buffers.
+    Implementation("python-graphs", "python", "the batched loader; the whole step (forward, loss, backward, SGD) "
+                   "captured into CUDA graphs (torch.cuda.graph), one per batch shape, replayed per batch",
+                   "cpp-graphs", loader="batched", step="graphs", phases=GRAPH_PHASES,
+                   absent={"cpu": CUDA_ONLY_GRAPHS}),
+    Implementation("cpp-graphs", "cpp", "the batched loader; the whole step captured into CUDA graphs "
+                   "(at::cuda::CUDAGraph), one per batch shape, replayed per batch", "cpp-batched",
+                   loader="batched", step="graphs", phases=GRAPH_PHASES, absent={"cpu": CUDA_ONLY_GRAPHS}),
+    Implementation("python-compile", "python", "the batched loader; the model through torch.compile (default "
+                   "mode, both batch shapes compiled before the first step)", "python-batched", loader="batched",
+                   split_on_device=True, step="compile", phases=COMPILE_PHASES),
+    Implementation("python-compile-cudagraphs", "python", "the batched loader; the model through "
+                   "torch.compile(mode=\"reduce-overhead\"): the compiler's CUDA graphs of forward and backward, "
+                   "the optimizer eager", "python-graphs", loader="batched", split_on_device=True,
+                   step="compile-cudagraphs", phases=COMPILED_CUDAGRAPH_PHASES,
+                   absent={"cpu": "mode=\"reduce-overhead\" is CUDA graphs: without CUDA it is the default mode, "
+                                  "which python-compile measures"}),
 )
 BY_NAME = {impl.name: impl for impl in REGISTRY}
 NAMES = tuple(BY_NAME)

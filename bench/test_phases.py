@@ -12,7 +12,8 @@ import types
 import pytest
 
 from bench import implementations
-from bench.client import worker_clock
+from bench.client import WorkerError, worker_clock
+from bench.implementations import ONE_SHOT_PHASES
 from bench.trainer import PHASE_NAMES
 from bench.workload import Workload
 from bench.plugin import RUN_ORDER
@@ -40,6 +41,9 @@ def expected(phase: str, workload: Workload) -> tuple[tuple, bool]:
         "param_update": (conv1, False),
         "progress_print": (((),), True),
         "train_step": (outputs, True),
+        # The one-shot phases: the full batch's output of the captured graph or of the compiled model.
+        "graph_capture": (outputs, False),
+        "compile": (outputs, False),
     }[phase]
 
 
@@ -150,9 +154,17 @@ class Rounds:
 # Parametrized by bench/plugin.py's pytest_generate_tests: per selected implementation, each of its phases,
 # each device, each workload; ids phase-impl-device[-wW-bB].
 def test_phase(request, benchmark, worker_for, new_worker, utilization_of, settings, phase, impl, device, workload):
-    assert phase in PHASE_NAMES, f"no phase '{phase}' in bench/trainer.py's PHASES"
+    assert phase in PHASE_NAMES + ONE_SHOT_PHASES, f"no phase '{phase}' in bench/trainer.py's PHASES or ONE_SHOT"
     registered = implementations.get(impl)
-    pooled = lambda: worker_for(impl, device, workload)  # noqa: E731 (skips what cannot run here)
+    one_shot = phase in ONE_SHOT_PHASES
+    if one_shot:
+        # Timed once per worker (README, "CUDA graphs and torch.compile"): a fresh worker of its own, one round
+        # without warm-up; the long-lived worker has run it, untimed, before its first step.
+        fresh = new_worker(impl, device, workload)()
+        pooled = lambda: fresh  # noqa: E731
+        settings = types.SimpleNamespace(**{**vars(settings), "rounds": 1, "warmup_rounds": 0, "processes": 1})
+    else:
+        pooled = lambda: worker_for(impl, device, workload)  # noqa: E731 (skips what cannot run here)
     rounds = Rounds(phase, settings, pooled, new_worker(impl, device, workload) if settings.processes > 1 else None)
     taken = []  # (worker, ns, PhaseRound) per round, warm-up included
 
@@ -174,10 +186,14 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
         with utilization_of(watched):
             benchmark.pedantic(one_round, rounds=settings.rounds,
                                warmup_rounds=settings.warmup_rounds if settings.processes == 1 else 0, iterations=1)
-        while len(taken) < CHECKED_ROUNDS:  # under --benchmark-disable
+        while len(taken) < CHECKED_ROUNDS and not one_shot:  # under --benchmark-disable
             one_round()
+        if one_shot:
+            one_shot_problems = after_one_shot(fresh, phase)
     finally:
         rounds.close()
+        if one_shot:
+            fresh.stop()
 
     counted = taken[-settings.rounds:] if benchmark.enabled else taken
     floors = [worker.timer_floor_ns for worker in rounds.workers]
@@ -190,6 +206,8 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
     problems = [f"round {i}: {problem}" for i, product in enumerate(products)
                 for problem in work_problems(phase, product, workload, resident)]
     problems += leftover_problems(phase, products)
+    if one_shot:
+        problems += one_shot_problems
     if phase in ("data_loading", "copy_to_device", "train_step"):
         for worker in rounds.workers:
             problems += batch_problems([timed.product["batch"] for w, _, timed in taken if w is worker],
@@ -197,11 +215,28 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
     assert not problems, f"{phase} ({impl} on {device}, {workload.label}):\n  " + "\n  ".join(problems[:10])
 
 
+def after_one_shot(worker, phase: str) -> list[str]:
+    """After its one-shot phase a worker steps with what it made (a replay, the compiled model), and refuses to
+    run the phase again."""
+    problems = []
+    step = worker.run_phase("train_step").product
+    if not (step["finite"] and step["loss"] is not None):
+        problems.append(f"the train_step after {phase}: finite {step['finite']}, loss {step['loss']}")
+    try:
+        worker.run_phase(phase)
+        problems.append(f"{phase} ran a second time in one worker")
+    except WorkerError as error:
+        if "runs once per worker" not in str(error):
+            problems.append(f"a second {phase}: {error}")
+    return problems
+
+
 def test_nothing_left_over_in_any_order(worker_for, impl, device):
     """Whatever phase ran before, nothing it left is alive when the next phase's clock starts: each
-    phase's preparation releases it, so a -k selection cannot change what a clock holds."""
+    phase's preparation releases it, so a -k selection cannot change what a clock holds. (A one-shot phase
+    runs once per worker: test_phase checks it.)"""
     worker = worker_for(impl, device)
-    phases = implementations.get(impl).phases
+    phases = [phase for phase in implementations.get(impl).phases if phase not in ONE_SHOT_PHASES]
     problems = []
     for before in phases:
         for phase in phases:

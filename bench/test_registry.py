@@ -13,7 +13,12 @@ from bench.workload import DEFAULT, Workload, parse_sizes, workloads
 def test_every_implementation_is_complete():
     for impl in implementations.REGISTRY:
         assert impl.reference is None or impl.reference in implementations.BY_NAME, impl
-        assert set(impl.phases) <= set(PHASE_NAMES), f"{impl.name}: phases {impl.phases}"
+        assert set(impl.phases) <= set(PHASE_NAMES + implementations.ONE_SHOT_PHASES), f"{impl.name}: phases {impl.phases}"
+        # A one-shot phase belongs to the step that needs it, and a step replayed whole has no split phases.
+        assert impl.one_shot == {"graphs": "graph_capture", "compile": "compile",
+                                 "compile-cudagraphs": "compile"}.get(impl.step), impl
+        if impl.step in implementations.WHOLE_STEP_KINDS:
+            assert not {"forward", "loss", "backward", "param_update", "progress_print"} & set(impl.phases), impl
         assert impl.pair in implementations.BY_NAME and impl.pair != impl.name
         assert implementations.language_reference(impl).language == impl.language
     assert implementations.TRAINING_PHASES == PHASE_NAMES, "the registry's phases and bench/trainer.py's PHASES"

@@ -12,12 +12,15 @@ PHASES at the bottom is the suite's single list of phases, and how each is timed
 from __future__ import annotations
 
 import math
+import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 import torch.nn as nn
@@ -26,12 +29,22 @@ import torch.nn.functional as F
 from bench import loaders
 from bench.data import check_split
 from bench.ensemble import KINDS as ENSEMBLE_KINDS
+from bench.implementations import ONE_SHOT_PHASES, STEP_KINDS, WHOLE_STEP_KINDS
 from bench.workload import DEFAULT as DEFAULT_WORKLOAD, TRAIN_IMAGES, Workload
 
 LOG_INTERVAL = 10
 LEARNING_RATE, MOMENTUM = 0.01, 0.5
 OPTIMIZER_FLAGS = {"sgd": {}, "foreach": {"foreach": True}, "fused": {"fused": True}}
 FLOOR_ROUNDS = 2000  # empty-phase rounds whose median is a worker's timer floor
+# Eager steps before a capture, as torch's whole-network capture recipe does on a side stream: the first
+# creates SGD's momentum buffers, and the later ones settle the lazy initializations (cuBLAS workspaces, cuDNN
+# plans) so that none happens during capture. They are the run's first real batches: they train and count.
+GRAPH_WARMUP_STEPS = 3
+# reduce-overhead's CUDA graph trees run a new shape eagerly once, then record it, then replay: calls per
+# shape (forward and backward) before the first timed step.
+CUDAGRAPH_TREE_CALLS = 3
+# Phases that use no step: they never trigger the one-shot phase (capture or compile) before their clock.
+NEEDS_NO_STEP = ("data_loading", "optimizer_init", "noop") + ONE_SHOT_PHASES
 
 # The checks a phase's product may carry (README, "What is measured"); None where a phase has none.
 CHECKS = ("batch", "on_device", "matches_host", "resident", "recompute_error", "zero_before", "nonzero_grads",
@@ -72,6 +85,17 @@ def all_finite(tensors) -> bool:
     return all(t is not None and bool(torch.isfinite(t).all()) for t in tensors)
 
 
+class CapturedStep(NamedTuple):
+    """One batch shape's CUDA graph of a whole training step and its static tensors: each batch is copied into
+    data and target, and a replay leaves its output and loss in output and loss."""
+
+    graph: "torch.cuda.CUDAGraph"
+    data: torch.Tensor
+    target: torch.Tensor
+    output: torch.Tensor
+    loss: torch.Tensor
+
+
 def busy_wait(ns: int) -> None:
     """Spin, not sleep: a test slowdown must compete for the CPU as real work does."""
     end = time.perf_counter_ns() + ns
@@ -98,12 +122,22 @@ class Trainer:
     def __init__(self, root: str, device: str = "cpu", threads: int = 0, seed: int = 1,
                  log_path: str | None = None, dropout: float = 0.5,
                  slow_phase: str = "", slow_ns: int = 0, slow_fraction: float = 0.0, width: int = 1, batch_size: int = 64,
-                 loader: str = "published", optimizer: str = "sgd", ensemble: str = "loop"):
+                 loader: str = "published", optimizer: str = "sgd", ensemble: str = "loop", step: str = "eager",
+                 fallback_random: bool = False):
         check_split(f"{root}/MNIST/raw", "train")
         if optimizer not in OPTIMIZER_FLAGS:
             raise ValueError(f"unknown optimizer '{optimizer}': {', '.join(OPTIMIZER_FLAGS)}")
         if ensemble not in ENSEMBLE_KINDS:
             raise ValueError(f"unknown ensemble '{ensemble}': {', '.join(ENSEMBLE_KINDS)}")
+        if step not in STEP_KINDS:
+            raise ValueError(f"unknown step '{step}': {', '.join(STEP_KINDS)}")
+        if step in ("graphs", "compile-cudagraphs") and not str(device).startswith("cuda"):
+            raise ValueError(f"step '{step}' needs a cuda device (CUDA graphs), not {device}")
+        self.step_kind, self.whole_step = step, step in WHOLE_STEP_KINDS
+        self.one_shot = {"graphs": "graph_capture", "compile": "compile", "compile-cudagraphs": "compile"}.get(step)
+        self.inductor_cache = None
+        if step.startswith("compile"):
+            self._prepare_inductor(fallback_random)
         self.root, self.dropout = root, dropout
         self.workload, self.loader_kind, self.optimizer_flags = Workload(width, batch_size), loader, OPTIMIZER_FLAGS[optimizer]
         self.batch_size = batch_size
@@ -126,6 +160,7 @@ class Trainer:
         self.zero_before = None
         self.last_phase = None
         self.ensemble_kind, self.ensemble, self.ensemble_losses = ensemble, None, None
+        self.log_due = False  # the training run's whole step: whether this batch logs
         # torch.cuda.synchronize() is this call inside a device guard; the device is set above.
         self.timed = self._timed_cuda if self.device.type == "cuda" else self._timed_cpu
         self.bodies = {phase.name: slowed(phase.body, slow_ns, slow_fraction) if phase.name == slow_phase else phase.body
@@ -134,9 +169,22 @@ class Trainer:
                            for name, body in RUN_BODIES.items()}
         self.build_model()
 
+    def _prepare_inductor(self, fallback_random: bool) -> None:
+        """Every worker compiles cold: a cache of its own, removed at close, so that the compile phase times a
+        first compile, never what an earlier worker left on disk (README, "CUDA graphs and torch.compile").
+        fallback_random makes compiled code draw eager's random numbers (the equivalence tests)."""
+        self.inductor_cache = tempfile.mkdtemp(prefix="phasebench-inductor-")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = self.inductor_cache
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(self.inductor_cache, "triton")
+        import torch._inductor.config
+
+        torch._inductor.config.fallback_random = fallback_random
+
     def close(self):
         if self.log is not sys.stdout:
             self.log.close()
+        if self.inductor_cache:
+            shutil.rmtree(self.inductor_cache, ignore_errors=True)
 
     # -- the operations the phases are made of ------------------------------------------
     def new_model(self):
@@ -145,6 +193,11 @@ class Trainer:
 
     def build_model(self):
         self.model, self.optimizer = self.new_model()
+        # A new model needs its own capture or compile.
+        self.graphs: dict[int, CapturedStep] = {}
+        self.warmup_steps = 0
+        self.compiled = None
+        self.one_shot_done = False
 
     def next_batch(self):
         """The next batch, starting a new epoch when the last one ends."""
@@ -168,10 +221,18 @@ class Trainer:
         self.host = next(self.batches, None)
 
     def copy_batch(self):
-        self.data, self.target = self.host[0].to(self.device), self.host[1].to(self.device)
+        if self.graphs:  # into the static buffers of the graph of this batch's shape
+            captured = self.graphs[len(self.host[0])]
+            captured.data.copy_(self.host[0])
+            captured.target.copy_(self.host[1])
+            self.data, self.target = captured.data, captured.target
+        else:
+            self.data, self.target = self.host[0].to(self.device), self.host[1].to(self.device)
 
     def forward(self):
-        self.output = self.model(self.data)
+        if self.step_kind == "compile-cudagraphs":  # a new iteration: the previous step's graph outputs may go
+            torch.compiler.cudagraph_mark_step_begin()
+        self.output = (self.model if self.compiled is None else self.compiled)(self.data)
 
     def compute_loss(self):
         self.loss = F.nll_loss(self.output, self.target)
@@ -207,10 +268,109 @@ class Trainer:
         """One training step, without its log line."""
         self.load_batch()
         self.copy_batch()
+        self.compute_step()
+
+    def compute_step(self):
+        """Forward, loss, backward and update of the batch on the device: a replay once the graphs are captured;
+        before that, on the graph variant, a warm-up step on a side stream (torch's whole-network capture
+        recipe)."""
+        if self.graphs:
+            captured = self.graphs[len(self.data)]
+            captured.graph.replay()
+            self.output, self.loss = captured.output, captured.loss
+        elif self.step_kind == "graphs":
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                self.eager_step()
+            torch.cuda.current_stream().wait_stream(side)
+            self.warmup_steps += 1
+        else:
+            self.eager_step()
+
+    def eager_step(self):
         self.forward()
         self.compute_loss()
         self.backward()
         self.update()
+
+    def whole_step_in_run(self):
+        """The training run's train_step where the step is one graph: the step, and the log line when due."""
+        self.compute_step()
+        if self.log_due:
+            self.print_progress()
+
+    # -- the one-shot phases: capture, compile (README, "CUDA graphs and torch.compile") ----------------
+    def capture_due(self) -> bool:
+        return self.step_kind == "graphs" and not self.graphs and self.warmup_steps >= GRAPH_WARMUP_STEPS
+
+    def graph_warm_up(self):
+        """The warm-up steps a capture needs, where fewer have run: the next real batches, trained."""
+        while self.warmup_steps < GRAPH_WARMUP_STEPS:
+            self.step()
+            self.steps += 1
+
+    def batch_shapes(self) -> list[int]:
+        """The batch sizes an epoch feeds the step: the full one, and the remainder that ends the epoch."""
+        return sorted({self.batch_size, self.workload.last_batch}, reverse=True)
+
+    def capture_graphs(self):
+        """One CUDA graph per batch shape, each capturing forward, loss, backward and SGD's step. Capture runs
+        nothing: the model does not train here. Each graph gets a private memory pool (they replay in no fixed
+        order), and captures with the gradients unset, so that its backward allocates and then overwrites
+        its own gradients on every replay instead of accumulating into another graph's."""
+        for rows in self.batch_shapes():
+            data = torch.zeros(rows, 1, 28, 28, device=self.device)
+            target = torch.zeros(rows, dtype=torch.int64, device=self.device)
+            graph = torch.cuda.CUDAGraph()
+            self.optimizer.zero_grad(set_to_none=True)
+            with torch.cuda.graph(graph):
+                output = self.model(data)
+                loss = F.nll_loss(output, target)
+                loss.backward()
+                self.optimizer.step()
+            self.graphs[rows] = CapturedStep(graph, data, target, output, loss)
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def compile_model(self):
+        """torch.compile the model and compile every batch shape of an epoch, forward and backward, so that no
+        step phase ever compiles (dynamic=False: each shape gets its own static kernels, as the first shape
+        alone would). The model does not train here: its gradients are unset again and the generators put
+        back, so the dropout masks the compile drew are drawn again by the steps."""
+        mode = "reduce-overhead" if self.step_kind == "compile-cudagraphs" else "default"
+        self.compiled = torch.compile(self.model, mode=mode, dynamic=False)
+        cpu_rng = torch.get_rng_state()
+        cuda_rng = torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None
+        calls = CUDAGRAPH_TREE_CALLS if mode == "reduce-overhead" else 1
+        for rows in self.batch_shapes():
+            data = torch.zeros(rows, 1, 28, 28, device=self.device)
+            target = torch.zeros(rows, dtype=torch.int64, device=self.device)
+            for _ in range(calls):
+                self.data = data
+                self.forward()
+                F.nll_loss(self.output, target).backward()
+                self.optimizer.zero_grad(set_to_none=True)
+            if rows == self.batch_size:
+                full_output = self.output.detach()
+        self.data = None
+        self.output = full_output  # the product's: the full batch's output of the compiled model
+        torch.set_rng_state(cpu_rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state(cuda_rng, self.device)
+
+    def one_shot_prepare(self):
+        if self.step_kind == "graphs":
+            self.graph_warm_up()
+
+    def one_shot_body(self):
+        (self.capture_graphs if self.step_kind == "graphs" else self.compile_model)()
+
+    def ensure_ready(self):
+        """Before a phase that steps: the one-shot phase, untimed, where it has not run in this worker."""
+        if self.one_shot and not self.one_shot_done:
+            self.one_shot_prepare()
+            self.one_shot_body()
+            self.one_shot_done = True
 
     def train_step(self):
         self.step()
@@ -220,13 +380,15 @@ class Trainer:
 
     # -- what a round leaves, and what its preparation releases ------------------------------
     def held(self) -> list[torch.Tensor]:
-        """Every tensor a round leaves in the trainer's state, model weights and optimizer state aside."""
+        """Every tensor a round leaves in the trainer's state, model weights, optimizer state and the graphs'
+        static tensors (which live as long as their graphs) aside."""
         tensors = [self.data, self.target, self.output, self.loss]
         tensors += list(self.host or ()) + list(self.update_check or ())
         tensors += [p.grad for p in self.model.parameters()]
         if self.fresh:
             tensors += list(self.fresh[0].parameters())
-        return [t for t in tensors if isinstance(t, torch.Tensor)]
+        static = {id(t) for captured in self.graphs.values() for t in captured[1:]}
+        return [t for t in tensors if isinstance(t, torch.Tensor) and id(t) not in static]
 
     def release(self):
         """Free what earlier rounds left (batches, outputs, losses with their graphs, gradients),
@@ -277,6 +439,16 @@ class Trainer:
         phase = PHASE_BY_NAME.get(name)
         if phase is None:
             raise ValueError(f"unknown phase '{name}'")
+        if self.whole_step and name in ("forward", "loss", "backward", "param_update", "progress_print", "loss_item"):
+            raise ValueError(f"a step '{self.step_kind}' trainer replays its step whole: it has no '{name}' phase")
+        if name in ONE_SHOT_PHASES:
+            if name != self.one_shot:
+                raise ValueError(f"phase '{name}' is not a phase of a step '{self.step_kind}' trainer")
+            if self.one_shot_done:
+                raise ValueError(f"'{name}' runs once per worker, and it already ran in this one (untimed, before "
+                                 f"the first phase that steps, or timed): time it in a fresh worker")
+        elif name not in NEEDS_NO_STEP:
+            self.ensure_ready()
         # A training step frees the previous step's tensors itself, as in any training loop.
         continuing = phase.continues_itself and self.last_phase == name
         earlier = [] if continuing else [weakref.ref(t) for t in self.held()]
@@ -288,6 +460,8 @@ class Trainer:
         del earlier
         ns, cpu_ns, thread_ns = self.timed(self.bodies[name])
         self.last_phase = name
+        if name in ONE_SHOT_PHASES:
+            self.one_shot_done = True
         return ns, cpu_ns, thread_ns, phase.product(self) | {"leftovers": leftovers}
 
     # -- equivalence and the full run --------------------------------------------------------
@@ -319,8 +493,14 @@ class Trainer:
         raise IndexError(f"batch {index} of an epoch of {len(self.loader)} batches")
 
     def train_steps(self, steps: int) -> list[float]:
+        """`steps` steps and their losses; a graph variant's first ones are its warm-up, then it captures."""
         losses = []
+        if self.step_kind.startswith("compile") and not self.one_shot_done:
+            self.ensure_ready()
         for _ in range(steps):
+            if self.capture_due():
+                self.capture_graphs()
+                self.one_shot_done = True
             self.step()
             losses.append(self.loss.item())
         return losses
@@ -342,14 +522,17 @@ class Trainer:
     def train(self, epochs: int, synchronize: bool) -> tuple[dict[str, int], int, int, int]:
         """The published run. Returns (phase totals in ns, steps, loop ns, process CPU ns of the timed bodies).
 
-        The frees that fall inside a phase's clock stay there, as in the published program."""
-        totals = {name: 0 for name in PHASE_NAMES}
+        The frees that fall inside a phase's clock stay there, as in the published program. A one-shot phase
+        (graph_capture, compile) is inside the loop's time, and timed even free-running: once, outside any
+        step, so that a reader can take it out. Where the step is one graph, train_step is timed whole (with
+        the log line when due) after its batch's data_loading and copy_to_device."""
+        totals = {name: 0 for name in PHASE_NAMES + ONE_SHOT_PHASES}
         cpu_total = 0
         bodies = self.run_bodies
 
         def run(name):
             nonlocal cpu_total
-            if synchronize:
+            if synchronize or name in ONE_SHOT_PHASES:
                 ns, cpu_ns, _ = self.timed(bodies[name])
                 totals[name] += ns
                 cpu_total += cpu_ns
@@ -363,6 +546,8 @@ class Trainer:
             torch.cuda.reset_peak_memory_stats(self.device)
         start = time.perf_counter_ns()
         run("optimizer_init")
+        if self.one_shot == "compile":
+            run("compile")
         for epoch in range(1, epochs + 1):
             self.epoch = epoch
             self.batches = iter(self.loader)
@@ -371,7 +556,16 @@ class Trainer:
                 run("data_loading")
                 if self.host is None:
                     break
+                if self.capture_due():
+                    run("graph_capture")
                 run("copy_to_device")
+                if self.whole_step:
+                    self.seen = (batch_idx + 1) * self.batch_size
+                    self.log_due = batch_idx % LOG_INTERVAL == 0
+                    run("train_step")
+                    batch_idx += 1
+                    steps += 1
+                    continue
                 run("forward")
                 run("loss")
                 run("backward")
@@ -461,8 +655,9 @@ def _forwarded_product(t: Trainer) -> dict:
     """The output against the model run again on the same input with the same dropout draws."""
     after = t.rng_state()
     t.set_rng_state(t.rng_before)
-    with torch.no_grad():
-        again = t.model(t.data)
+    # The compiled model is run again as it was run, with gradients on: under no_grad it would compile anew.
+    with torch.no_grad() if t.compiled is None else torch.enable_grad():
+        again = (t.model if t.compiled is None else t.compiled)(t.data).detach()
     t.set_rng_state(after)
     error = (again - t.output.detach()).abs().max().item()
     return product(t.output, all_finite([t.output]), recompute_error=error)
@@ -505,6 +700,17 @@ def _fresh_product(t: Trainer) -> dict:
     return product(torch.empty(sum(p.numel() for p in fresh)), all_finite(fresh), distinct=distinct)
 
 
+def _captured_product(t: Trainer) -> dict:
+    """A graph per batch shape, the full batch's first; the output tensor a replay fills has its shape."""
+    shapes = [len(t.graphs[rows].data) for rows in t.batch_shapes()]
+    assert shapes == t.batch_shapes(), f"graphs captured for {shapes} rows, the epoch feeds {t.batch_shapes()}"
+    return product(t.graphs[t.batch_size].output, all_finite(t.model.parameters()))
+
+
+def _compiled_product(t: Trainer) -> dict:
+    return product(t.output, all_finite([t.output]))
+
+
 def _loss_product(t: Trainer, main: torch.Tensor, **checks) -> dict:
     loss = t.loss.item()
     return product(main, bool(torch.isfinite(main).all()) and math.isfinite(loss), loss, **checks)
@@ -531,9 +737,16 @@ PHASES = (
 NOOP = Phase("noop", "No-op", None, lambda t: None, lambda t: product(torch.empty(0), True))
 LOSS_ITEM = Phase("loss_item", "loss.item()", Trainer.forwarded, Trainer.read_loss, lambda t: _loss_product(t, t.loss))
 EXTRA_PHASES = (LOSS_ITEM,)
+# Timed once per worker, the first time the step needs them (bench/implementations.py's ONE_SHOT_PHASES).
+ONE_SHOT = (Phase("graph_capture", "Graph Capture", Trainer.one_shot_prepare, Trainer.capture_graphs,
+                  _captured_product),
+            Phase("compile", "Compile", None, Trainer.compile_model, _compiled_product))
+assert tuple(phase.name for phase in ONE_SHOT) == ONE_SHOT_PHASES
 PHASE_NAMES = tuple(phase.name for phase in PHASES)
-PHASE_BY_NAME = {phase.name: phase for phase in PHASES + EXTRA_PHASES + (NOOP,)}
+PHASE_BY_NAME = {phase.name: phase for phase in PHASES + EXTRA_PHASES + ONE_SHOT + (NOOP,)}
 # What the training run times under each phase's name.
 RUN_BODIES = {"optimizer_init": Trainer.build_model, "data_loading": Trainer.load_in_epoch,
               "copy_to_device": Trainer.copy_batch, "forward": Trainer.forward, "loss": Trainer.compute_loss,
-              "backward": Trainer.backward, "param_update": Trainer.update, "progress_print": Trainer.print_progress}
+              "backward": Trainer.backward, "param_update": Trainer.update, "progress_print": Trainer.print_progress,
+              "train_step": Trainer.whole_step_in_run, "graph_capture": Trainer.capture_graphs,
+              "compile": Trainer.compile_model}

@@ -8,6 +8,14 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+// CUDA graphs (cpp-graphs) need the CUDA runtime's headers, which a CPU-only machine may lack: bench/build.py
+// defines PHASEBENCH_CUDA_GRAPHS where it found them, and without it a "graphs" trainer is refused at creation.
+#if PHASEBENCH_CUDA_GRAPHS
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 #include <algorithm>
 #include <chrono>
 #include <cerrno>
@@ -18,6 +26,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -254,6 +263,38 @@ constexpr double kLearningRate = 0.01, kMomentum = 0.5;
 constexpr int kFloorRounds = 2000;  // empty-phase rounds whose median is the timer floor
 constexpr int64_t kMaxEnsemble = 4096;  // as bench/ensemble.py's MAX_MODELS
 
+// Eager steps before a capture, on a side stream, as torch's whole-network capture recipe does: the first
+// creates SGD's momentum buffers, the later ones settle lazy initializations (cuBLAS workspaces, cuDNN plans).
+// They are the run's first real batches: they train and count (bench/trainer.py's GRAPH_WARMUP_STEPS).
+constexpr int64_t kGraphWarmupSteps = 3;
+
+#if PHASEBENCH_CUDA_GRAPHS
+using CudaGraph = at::cuda::CUDAGraph;
+#else
+struct CudaGraph {};  // never made: a "graphs" trainer is refused at creation without the CUDA headers
+#endif
+
+// One batch shape's CUDA graph of a whole training step and its static tensors: each batch is copied into
+// data and target, and a replay leaves its output and loss in output and loss.
+struct CapturedStep {
+  std::unique_ptr<CudaGraph> graph;
+  torch::Tensor data, target, output, loss;
+  bool holds(const torch::Tensor& t) const {
+    for (const auto* own : {&data, &target, &output, &loss})
+      if (t.unsafeGetTensorImpl() == own->unsafeGetTensorImpl()) return true;
+    return false;
+  }
+};
+
+// Phases that use no step: they never trigger the capture before their clock.
+bool needs_no_step(const std::string& name) {
+  return name == "data_loading" || name == "optimizer_init" || name == "noop" || name == "graph_capture";
+}
+bool split_step_phase(const std::string& name) {
+  return name == "forward" || name == "loss" || name == "backward" || name == "param_update" ||
+         name == "progress_print" || name == "loss_item";
+}
+
 class Trainer {
  public:
   explicit Trainer(const pb_options& options)
@@ -262,7 +303,19 @@ class Trainer {
         width_(options.width),
         batch_size_(options.batch_size),
         loader_kind_(options.loader ? options.loader : "published"),
+        step_kind_(options.step ? options.step : "eager"),
         mnist_(load_mnist(options.data_root ? options.data_root : "", /*train=*/true)) {
+    if (step_kind_ == "compile" || step_kind_ == "compile-cudagraphs")
+      throw std::invalid_argument("step '" + step_kind_ + "' is torch.compile, which LibTorch does not have");
+    if (step_kind_ != "eager" && step_kind_ != "graphs")
+      throw std::invalid_argument("unknown step '" + step_kind_ + "': eager or graphs");
+    if (step_kind_ == "graphs" && !device_.is_cuda())
+      throw std::invalid_argument("step 'graphs' needs a cuda device (CUDA graphs), not " + device_.str());
+#if !PHASEBENCH_CUDA_GRAPHS
+    if (step_kind_ == "graphs")
+      throw std::runtime_error("step 'graphs': this library was built without the CUDA runtime headers that "
+                               "CUDA graphs need (bench/build.py found none; see README)");
+#endif
     if (width_ < 1 || batch_size_ < 1)
       throw std::invalid_argument("width and batch size must be at least 1, got " + std::to_string(width_) +
                                   " and " + std::to_string(batch_size_));
@@ -293,6 +346,19 @@ class Trainer {
   Timing run_phase(const std::string& name, pb_result* result) {
     for (const auto& phase : phases_) {
       if (phase.name != name) continue;
+      if (whole_step() && split_step_phase(name))
+        throw std::invalid_argument("a step '" + step_kind_ + "' trainer replays its step whole: it has no '" +
+                                    name + "' phase");
+      if (name == "graph_capture") {
+        if (step_kind_ != "graphs")
+          throw std::invalid_argument("phase 'graph_capture' is not a phase of a step '" + step_kind_ + "' trainer");
+        if (one_shot_done_)
+          throw std::invalid_argument("'graph_capture' runs once per worker, and it already ran in this one "
+                                      "(untimed, before the first phase that steps, or timed): time it in a "
+                                      "fresh worker");
+      } else if (!needs_no_step(name)) {
+        ensure_ready();
+      }
       // A training step frees the previous step's tensors itself, as in any training loop.
       const bool continuing = phase.continues_itself && last_phase_ == name;
       std::vector<WeakTensor> earlier;
@@ -306,6 +372,7 @@ class Trainer {
       earlier.clear();
       const Timing timing = timed(phase.body);
       last_phase_ = name;
+      if (name == "graph_capture") one_shot_done_ = true;
       if (result) {
         *result = phase.result();
         result->leftovers = leftovers;
@@ -414,10 +481,15 @@ class Trainer {
   void step() {
     load_batch();
     copy_batch();
-    forward();
-    compute_loss();
-    backward();
-    update();
+    compute_step();
+  }
+  // The equivalence tests' step: a graph trainer captures once its warm-up steps have run.
+  void advance() {
+    if (capture_due()) {
+      capture_graphs();
+      one_shot_done_ = true;
+    }
+    step();
   }
   double last_loss() { return loss_.item<double>(); }
 
@@ -450,15 +522,19 @@ class Trainer {
     };
     const std::string slow_phase = options_.slow_phase ? options_.slow_phase : "";
     // Each phase's body and where its total goes, made once: nothing but the step in the loop.
+    // A one-shot phase (graph_capture) is timed even free-running: once, outside any step, so that a reader
+    // can take it out of the loop's time.
     struct RunPhase {
       size_t index;
       std::function<void()> body;
+      bool always_timed = false;
     };
     auto phase = [&](const char* name, std::function<void()> body) {
-      return RunPhase{index_of(name), name == slow_phase ? slowed(std::move(body)) : std::move(body)};
+      return RunPhase{index_of(name), name == slow_phase ? slowed(std::move(body)) : std::move(body),
+                      std::string(name) == "graph_capture"};
     };
     auto run = [&](const RunPhase& p) {
-      if (synchronize) {
+      if (synchronize || p.always_timed) {
         const Timing timing = timed(p.body);
         phase_ns[p.index] += timing.ns;
         cpu_ns += timing.cpu_ns;
@@ -474,7 +550,16 @@ class Trainer {
                    loss = phase("loss", [&] { compute_loss(); }),
                    backward_pass = phase("backward", [&] { backward(); }),
                    param_update = phase("param_update", [&] { update(); }),
-                   progress = phase("progress_print", [&] { print_progress(); });
+                   progress = phase("progress_print", [&] { print_progress(); }),
+                   capture = phase("graph_capture", [&] {
+                     capture_graphs();
+                     one_shot_done_ = true;
+                   }),
+                   // Where the step is one graph: the step (a warm-up step, then replays) and the log line.
+                   whole = phase("train_step", [&] {
+                     compute_step();
+                     if (log_due_) print_progress();
+                   });
     release();
     sync();
     if (device_.is_cuda()) c10::getDeviceAllocator(device_.type())->resetPeakStats(device_.index());
@@ -486,7 +571,15 @@ class Trainer {
       for (int64_t batch_idx = 0;; ++batch_idx) {
         run(load);
         if (!more) break;
+        if (capture_due()) run(capture);
         run(copy);
+        if (whole_step()) {
+          seen_ = (batch_idx + 1) * batch_size_;
+          log_due_ = batch_idx % kLogInterval == 0;
+          run(whole);
+          ++steps;
+          continue;
+        }
         run(forward_pass);
         run(loss);
         run(backward_pass);
@@ -552,7 +645,112 @@ class Trainer {
     };
   }
 
+  bool whole_step() const { return step_kind_ == "graphs"; }
+  bool capture_due() const {
+    return step_kind_ == "graphs" && graphs_.empty() && warmup_steps_ >= kGraphWarmupSteps;
+  }
+
+  // Forward, loss, backward and update of the batch on the device: a replay once the graphs are captured;
+  // before that, on the graph trainer, a warm-up step on a side stream.
+  void compute_step() {
+    if (!graphs_.empty()) {
+      replay();
+    } else if (step_kind_ == "graphs") {
+      on_side_stream([this] { eager_step(); });
+      ++warmup_steps_;
+    } else {
+      eager_step();
+    }
+  }
+  void eager_step() {
+    forward();
+    compute_loss();
+    backward();
+    update();
+  }
+
+  // The capture's warm-up steps, where fewer have run: the next real batches, trained.
+  void graph_warm_up() {
+    while (warmup_steps_ < kGraphWarmupSteps) {
+      step();
+      ++steps_;
+    }
+  }
+  // Before a phase that steps: the warm-up and the capture, untimed, where they have not run in this worker.
+  void ensure_ready() {
+    if (step_kind_ != "graphs" || one_shot_done_) return;
+    graph_warm_up();
+    capture_graphs();
+    one_shot_done_ = true;
+  }
+
+  // The batch sizes an epoch feeds the step: the full one, and the remainder that ends the epoch.
+  std::vector<int64_t> batch_shapes() const {
+    const int64_t last = dataset_size_ - (epoch_batches_count() - 1) * batch_size_;
+    return last == batch_size_ ? std::vector<int64_t>{batch_size_} : std::vector<int64_t>{batch_size_, last};
+  }
+  int64_t epoch_batches_count() const { return (dataset_size_ + batch_size_ - 1) / batch_size_; }
+
+  bool is_static(const torch::Tensor& t) const {
+    for (const auto& [rows, captured] : graphs_)
+      if (captured.holds(t)) return true;
+    return false;
+  }
+
+#if PHASEBENCH_CUDA_GRAPHS
+  // A full synchronization on each side of the side stream's work stands in for the recipe's stream waits:
+  // it is stronger, and it runs only in the few warm-up steps.
+  void on_side_stream(const std::function<void()>& work) {
+    sync();
+    {
+      c10::cuda::CUDAStreamGuard guard(at::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index()));
+      work();
+    }
+    sync();
+  }
+  // One CUDA graph per batch shape, each capturing forward, loss, backward and SGD's step (bench/trainer.py's
+  // capture_graphs says why each detail). Capture runs nothing: the model does not train here.
+  void capture_graphs() {
+    for (const int64_t rows : batch_shapes()) {
+      CapturedStep captured;
+      captured.data = torch::zeros({rows, 1, kImageSide, kImageSide}, torch::TensorOptions(device_));
+      captured.target = torch::zeros({rows}, torch::TensorOptions(device_).dtype(torch::kInt64));
+      captured.graph = std::make_unique<CudaGraph>();
+      optimizer_->zero_grad();  // set_to_none: the capture allocates this graph's own gradients
+      sync();
+      {
+        c10::cuda::CUDAStreamGuard guard(at::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index()));
+        captured.graph->capture_begin();  // a private memory pool: the graphs replay in no fixed order
+        captured.output = model_->forward(captured.data);
+        captured.loss = torch::nll_loss(captured.output, captured.target);
+        captured.loss.backward();
+        optimizer_->step();
+        captured.graph->capture_end();
+      }
+      sync();
+      graphs_.emplace(rows, std::move(captured));
+    }
+    optimizer_->zero_grad();
+  }
+  void replay() {
+    auto& captured = graphs_.at(data_.size(0));
+    captured.graph->replay();
+    output_ = captured.output;
+    loss_ = captured.loss;
+  }
+#else
+  [[noreturn]] static void no_graphs() {
+    throw std::logic_error("CUDA graphs are not built into this library");
+  }
+  void on_side_stream(const std::function<void()>&) { no_graphs(); }
+  void capture_graphs() { no_graphs(); }
+  void replay() { no_graphs(); }
+#endif
+
   void build_model() {
+    graphs_.clear();  // a new model needs its own capture
+    warmup_steps_ = 0;
+    one_shot_done_ = false;
     model_ = std::make_shared<Net>(options_.dropout, width_);
     model_->to(device_);
     optimizer_ = std::make_unique<torch::optim::SGD>(
@@ -574,6 +772,14 @@ class Trainer {
   }
 
   void copy_batch() {
+    if (!graphs_.empty()) {  // into the static buffers of the graph of this batch's shape
+      auto& captured = graphs_.at(host_.data.size(0));
+      captured.data.copy_(host_.data);
+      captured.target.copy_(host_.target);
+      data_ = captured.data;
+      target_ = captured.target;
+      return;
+    }
     data_ = host_.data.to(device_);
     target_ = host_.target.to(device_);
   }
@@ -607,7 +813,7 @@ class Trainer {
       for (const auto& p : fresh_model_->parameters()) tensors.push_back(p);
     std::vector<WeakTensor> weak;
     for (const auto& t : tensors)
-      if (t.defined()) weak.emplace_back(t, !source_->keeps_memory_of(t));
+      if (t.defined() && !is_static(t)) weak.emplace_back(t, !source_->keeps_memory_of(t));
     return weak;
   }
 
@@ -784,6 +990,9 @@ class Trainer {
         {"loss_item", [this] { forwarded(); }, [this] { (void)loss_.item<double>(); },
          [this] { return loss_product(loss_); }},
         {"noop", nullptr, [] {}, [] { return product(torch::empty({0}), true); }},
+        // Timed once per worker, the first time a step needs it (README, "CUDA graphs and torch.compile").
+        {"graph_capture", [this] { graph_warm_up(); }, [this] { capture_graphs(); },
+         [this] { return product(graphs_.at(batch_size_).output, all_finite(model_->parameters())); }},
     };
   }
 
@@ -791,6 +1000,7 @@ class Trainer {
   torch::Device device_;
   int64_t width_, batch_size_;
   std::string loader_kind_;
+  std::string step_kind_;  // "eager" or "graphs"
   torch::data::datasets::MNIST mnist_;
   std::optional<torch::data::datasets::MNIST> test_;
   std::unique_ptr<BatchSource> source_;
@@ -812,6 +1022,10 @@ class Trainer {
   FILE* log_ = nullptr;
   int32_t epoch_ = 0;
   int64_t seen_ = 0, steps_ = 0, dataset_size_ = 0, host_index_ = -1;
+  std::map<int64_t, CapturedStep> graphs_;  // by batch rows
+  int64_t warmup_steps_ = 0;
+  bool one_shot_done_ = false;  // graph_capture ran for this model
+  bool log_due_ = false;        // the training run's whole step: whether this batch logs
 };
 
 }  // namespace
@@ -1057,7 +1271,7 @@ int pb_train_steps(pb_session* session, int64_t steps, double* losses) {
     auto& trainer = trainer_of(session);
     require(losses, "loss buffer");
     for (int64_t i = 0; i < steps; ++i) {
-      trainer.step();
+      trainer.advance();
       losses[i] = trainer.last_loss();
     }
   });

@@ -38,6 +38,8 @@ typedef struct {
     int64_t batch_size;     /* 64 as published */
     const char* loader;     /* "published" (LibTorch's MNIST, Normalize, Stack) or "batched" (slices of the
                                split normalized once, on the device on cuda); NULL is "published" */
+    const char* step;       /* "eager" (NULL) or "graphs": the whole step captured into CUDA graphs, one per batch
+                               shape, after warm-up steps, and replayed (cuda only) */
 } pb_options;
 
 /* What a phase produced, so that a plain test can check it did real work. The checks are -1
@@ -77,7 +79,9 @@ int pb_phase_names(pb_session* session, char* buffer, int64_t capacity);
 int pb_threads(pb_session* session, int32_t* threads);
 
 /* Release what earlier rounds left, prepare the phase untimed, then time its body: synchronize,
- * clock, body, synchronize, clock. Also "loss_item" and "noop", which are not training phases. */
+ * clock, body, synchronize, clock. Also "loss_item" and "noop", which are not training phases.
+ * "graph_capture" (step "graphs") runs once per session: a second request is an error; a phase that
+ * steps before it runs its warm-up steps and the capture first, untimed. */
 int pb_run_phase(pb_session* session, const char* phase, int64_t* duration_ns, pb_result* result);
 
 /* The median time of the empty phase in this session: what the clock itself costs. */
@@ -102,8 +106,10 @@ int pb_evaluate(pb_session* session, double* accuracy, double* mean_loss);
 
 /* The published run: optimizer init, then `epochs` epochs. With synchronize != 0 each phase
  * is timed as in pb_run_phase, phase_ns[i] totals phase i of pb_phase_names (train_step
- * stays 0) and cpu_ns the process CPU time across the timed bodies; with 0 no phase is timed
- * and only the whole loop is. */
+ * stays 0 unless the step is one graph) and cpu_ns the process CPU time across the timed bodies; with 0 no phase is timed
+ * and only the whole loop is, and graph_capture (timed once, outside any step, either way). Where the step
+ * is one graph, train_step is timed whole and forward, loss, backward, param_update and progress_print
+ * stay 0. */
 int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t* phase_ns,
              int64_t phase_capacity, int64_t* steps, int64_t* loop_ns, int64_t* cpu_ns);
 
