@@ -86,7 +86,7 @@ _SIGNATURES = {
     "pb_get_batch": [_P, ctypes.c_int64, ctypes.POINTER(ctypes.c_float), _I64P, ctypes.c_int64, _I64P],
     "pb_train_steps": [_P, ctypes.c_int64, ctypes.POINTER(ctypes.c_double)],
     "pb_evaluate": [_P, ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double)],
-    "pb_train": [_P, ctypes.c_int32, ctypes.c_int32, _I64P, ctypes.c_int64, _I64P, _I64P, _I64P],
+    "pb_train": [_P, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64, _I64P, ctypes.c_int64, _I64P, _I64P, _I64P],
     "pb_peak_device_memory": [_P, _I64P],
     "pb_ensemble_create": [_P, ctypes.c_int64],
     "pb_ensemble_step": [_P, _I64P, _I64P, _I64P, ctypes.POINTER(ctypes.c_double), ctypes.c_int64],
@@ -215,11 +215,11 @@ class CppTrainer:
         self._call("pb_evaluate", self.handle, ctypes.byref(accuracy), ctypes.byref(loss))
         return accuracy.value, loss.value
 
-    def train(self, epochs: int, synchronize: bool) -> tuple[dict[str, int], int, int, int]:
+    def train(self, epochs: int, synchronize: bool, max_steps: int = 0) -> tuple[dict[str, int], int, int, int]:
         names = self.phase_names()
         totals = (ctypes.c_int64 * len(names))()
         steps, loop_ns, cpu_ns = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
-        self._call("pb_train", self.handle, epochs, int(synchronize), totals, len(names),
+        self._call("pb_train", self.handle, epochs, int(synchronize), max_steps, totals, len(names),
                    ctypes.byref(steps), ctypes.byref(loop_ns), ctypes.byref(cpu_ns))
         return dict(zip(names, totals)), steps.value, loop_ns.value, cpu_ns.value
 

@@ -71,7 +71,7 @@ def _ensemble_step(lib, handle, capacity: int, losses=True) -> int:
 
 def _train(lib, handle, capacity: int) -> int:
     totals, steps, loop_ns, cpu_ns = (ctypes.c_int64 * capacity)(), ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
-    return lib.pb_train(handle, 1, 1, totals, capacity, ctypes.byref(steps), ctypes.byref(loop_ns), ctypes.byref(cpu_ns))
+    return lib.pb_train(handle, 1, 1, 0, totals, capacity, ctypes.byref(steps), ctypes.byref(loop_ns), ctypes.byref(cpu_ns))
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ def test_which_tests_make_cases_for_an_implementation():
     assert vmap.runs_in(ensemble_test) and not vmap.runs_in(job_test) and vmap.phases == ()
     assert python.runs_in(ensemble_test) and python.runs_in(job_test)
     assert batched.runs_in(job_test) and not batched.runs_in(ensemble_test)
-    assert vmap.trainer_options() == {"loader": "published", "optimizer": "sgd", "ensemble": "vmap"}
+    assert vmap.trainer_options() == {"loader": "published", "step": "eager", "optimizer": "sgd", "ensemble": "vmap"}
     assert "ensemble" not in implementations.get("cpp").trainer_options()  # C++ ensembles are loops
     with pytest.raises(AssertionError, match="ensemble 'vmap'"):
         implementations.Implementation("cpp-vmap", "cpp", "", "cpp", ensemble="vmap")

@@ -10,7 +10,9 @@ and the phases' own CPU use; and, seen from here, the process total (spawn to ex
 without synchronizing inside the step, for a Total Time that the phase timers do not disturb; the
 utilization recorded is that run's. The train request may take --round-timeout seconds per epoch.
 
-Under --benchmark-disable one timed round and the free-running run are checked."""
+Under --benchmark-disable (the test command) one timed round and the free-running run are checked, each
+stopping after CHECK_STEPS steps (the train request's max_steps): the same code from the dataset's opening to
+the last step, in seconds instead of minutes; a check, not a measurement."""
 
 import statistics
 import time
@@ -21,10 +23,13 @@ import pytest
 from bench import implementations
 from bench.client import describe_exit, worker_clock
 from bench.implementations import ONE_SHOT_PHASES
-from bench.trainer import PHASE_NAMES
+from bench.trainer import LOG_INTERVAL, PHASE_NAMES
+
+CHECK_STEPS = 3 * LOG_INTERVAL + 1  # every phase runs, progress_print four times
 
 
-def train_in_fresh_worker(spawn, settings, synchronize: bool, watch=nullcontext, one_shot: bool = False) -> dict:
+def train_in_fresh_worker(spawn, settings, synchronize: bool, watch=nullcontext, one_shot: bool = False,
+                          max_steps: int = 0) -> dict:
     """Spawn a worker, train while `watch` watches it, stop it. Returns what it reported plus the times
     seen from here: spawn to exit, and of that, spawn to trainer ready and stop request to exit. A run with a
     one-shot phase (a cold compile takes minutes on a loaded cpu) may take one --round-timeout more."""
@@ -32,7 +37,8 @@ def train_in_fresh_worker(spawn, settings, synchronize: bool, watch=nullcontext,
     ready_ns = time.perf_counter_ns()
     try:
         with watch(worker):
-            reply = worker.request({"cmd": "train", "epochs": settings.epochs, "synchronize": synchronize},
+            reply = worker.request({"cmd": "train", "epochs": settings.epochs, "synchronize": synchronize,
+                                    "max_steps": max_steps},
                                    timeout=settings.round_timeout * (settings.epochs + one_shot))
     finally:
         stop_ns = time.perf_counter_ns()
@@ -48,13 +54,15 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
     spawn = new_worker(impl, device, workload)
     one_shot = implementations.get(impl).one_shot is not None
     runs = []
-    steps = workload.steps_per_epoch * settings.epochs
+    max_steps = 0 if benchmark.enabled else CHECK_STEPS
+    steps = max_steps or workload.steps_per_epoch * settings.epochs
     rounds = settings.run_rounds if benchmark.enabled else 1
-    plan = f"{settings.epochs} epoch(s), {steps} steps, in a fresh worker"
+    plan = (f"{settings.epochs} epoch(s), {steps} steps" if benchmark.enabled else f"{steps} steps (a check)") + \
+        ", in a fresh worker"
 
     def one_run():
         progress(f"round {len(runs) + 1}/{rounds}: training {plan} ...")
-        runs.append(train_in_fresh_worker(spawn, settings, synchronize=True, one_shot=one_shot))
+        runs.append(train_in_fresh_worker(spawn, settings, synchronize=True, one_shot=one_shot, max_steps=max_steps))
         worker_clock.advance(runs[-1]["program_ns"])
         progress(f"round {len(runs)}/{rounds}: {runs[-1]['steps']} steps; Total Time {runs[-1]['program_ns'] / 1e9:.1f} s, "
                  f"process {runs[-1]['total_ns'] / 1e9:.1f} s")
@@ -62,7 +70,8 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
     benchmark.group = "training_run"
     benchmark.pedantic(one_run, rounds=settings.run_rounds, warmup_rounds=0, iterations=1)  # each round a cold start
     progress(f"free-running: training {plan}, no phase timers ...")
-    free = train_in_fresh_worker(spawn, settings, synchronize=False, watch=utilization_of, one_shot=one_shot)
+    free = train_in_fresh_worker(spawn, settings, synchronize=False, watch=utilization_of, one_shot=one_shot,
+                                 max_steps=max_steps)
     progress(f"free-running: {free['steps']} steps; Total Time {free['program_ns'] / 1e9:.1f} s")
 
     # The phases the run times: each step phase by phase, or where the step is one graph the whole step; and

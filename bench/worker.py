@@ -142,7 +142,7 @@ def handle(adapter, request: dict) -> dict:
         return {"accuracy": accuracy, "loss": loss}
     if command == "train":
         (totals, steps, loop_ns, cpu_ns), clock = on_the_shared_clock(
-            lambda: trainer.train(request["epochs"], request["synchronize"]))
+            lambda: trainer.train(request["epochs"], request["synchronize"], request.get("max_steps", 0)))
         # The published Total Time: the program from before its dataset is opened to its last step.
         return {"phase_ns": totals, "steps": steps, "loop_ns": loop_ns, "phase_cpu_ns": cpu_ns,
                 "setup_ns": adapter.setup_ns, "program_ns": adapter.setup_ns + loop_ns,

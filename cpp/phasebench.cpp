@@ -513,8 +513,9 @@ class Trainer {
 
   // The published run: each phase's total, or with synchronize == 0 only the whole loop. The frees
   // that fall inside a phase's clock stay there, as in the published program.
-  int64_t train(int32_t epochs, bool synchronize, std::vector<int64_t>& phase_ns, int64_t& steps,
-                int64_t& cpu_ns) {
+  int64_t train(int32_t epochs, bool synchronize, int64_t max_steps, std::vector<int64_t>& phase_ns,
+                int64_t& steps, int64_t& cpu_ns) {
+    const auto more_steps = [&] { return max_steps <= 0 || steps < max_steps; };
     auto index_of = [&](const char* name) {
       for (size_t i = 0; i < phases_.size(); ++i)
         if (phases_[i].name == name) return i;
@@ -565,10 +566,10 @@ class Trainer {
     if (device_.is_cuda()) c10::getDeviceAllocator(device_.type())->resetPeakStats(device_.index());
     const auto start = std::chrono::steady_clock::now();
     run(build);
-    for (int32_t epoch = 1; epoch <= epochs; ++epoch) {
+    for (int32_t epoch = 1; epoch <= epochs && more_steps(); ++epoch) {
       epoch_ = epoch;
       source_->start_epoch();
-      for (int64_t batch_idx = 0;; ++batch_idx) {
+      for (int64_t batch_idx = 0; more_steps(); ++batch_idx) {
         run(load);
         if (!more) break;
         if (capture_due()) run(capture);
@@ -1328,7 +1329,7 @@ int pb_ensemble_destroy(pb_session* session) {
   return guarded([&] { trainer_of(session).stop_ensemble(); });
 }
 
-int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t* phase_ns,
+int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t max_steps, int64_t* phase_ns,
              int64_t phase_capacity, int64_t* steps, int64_t* loop_ns, int64_t* cpu_ns) {
   return guarded([&] {
     auto& trainer = trainer_of(session);
@@ -1343,7 +1344,7 @@ int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t* 
                               std::to_string(n) + " needed");
     std::vector<int64_t> totals(phases.size(), 0);
     *steps = *cpu_ns = 0;
-    *loop_ns = trainer.train(epochs, synchronize != 0, totals, *steps, *cpu_ns);
+    *loop_ns = trainer.train(epochs, synchronize != 0, max_steps, totals, *steps, *cpu_ns);
     for (size_t i = 0; i < phases.size(); ++i)  // phase_ns follows pb_phase_names
       if (listed(phases[i])) *phase_ns++ = totals[i];
   });

@@ -109,8 +109,8 @@ int pb_evaluate(pb_session* session, double* accuracy, double* mean_loss);
  * stays 0 unless the step is one graph) and cpu_ns the process CPU time across the timed bodies; with 0 no phase is timed
  * and only the whole loop is, and graph_capture (timed once, outside any step, either way). Where the step
  * is one graph, train_step is timed whole and forward, loss, backward, param_update and progress_print
- * stay 0. */
-int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t* phase_ns,
+ * stay 0. With max_steps above 0 the run stops after that many steps (a check, not the published run). */
+int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t max_steps, int64_t* phase_ns,
              int64_t phase_capacity, int64_t* steps, int64_t* loop_ns, int64_t* cpu_ns);
 
 /* Ensembles (README, "Concurrent jobs and ensembles"): `models` (1 to 4096) independent Nets, member k
