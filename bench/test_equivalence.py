@@ -209,14 +209,19 @@ def test_same_batches(deterministic):
     assert_same_batches(deterministic)
 
 
-def assert_same_training(pair: Pair, what: str, steps: int = STEPS) -> None:
-    """`steps` steps from the same weights: the same losses and the same weights after, to the bit."""
-    a, b = pair.names
+def train_from_same_weights(pair: Pair, steps: int) -> tuple[dict[str, np.ndarray], list]:
+    """Both workers loaded with the pair's initial weights, then `steps` steps each: their losses, and the layout."""
     for worker in pair.workers:
         set_params(worker, pair.initial)
     losses = {impl: np.array(reply["losses"])
               for impl, reply in pair.ask_both({"cmd": "train_steps", "steps": steps}).items()}
-    layout = pair.first.request({"cmd": "layout"})["layout"]
+    return losses, pair.first.request({"cmd": "layout"})["layout"]
+
+
+def assert_same_training(pair: Pair, what: str, steps: int = STEPS) -> None:
+    """`steps` steps from the same weights: the same losses and the same weights after, to the bit."""
+    a, b = pair.names
+    losses, layout = train_from_same_weights(pair, steps)
     problems = []
     differ = np.flatnonzero(losses[a].view(np.uint64) != losses[b].view(np.uint64))
     if differ.size:
@@ -538,11 +543,7 @@ def assert_close_training(pair: Pair, what: str, steps: int = STEPS) -> None:
     every parameter after them within DRIFT_TOLERANCE; the failure names the largest gaps, and the log says how
     close they came (and whether to the bit)."""
     a, b = pair.names
-    for worker in pair.workers:
-        set_params(worker, pair.initial)
-    losses = {impl: np.array(reply["losses"])
-              for impl, reply in pair.ask_both({"cmd": "train_steps", "steps": steps}).items()}
-    layout = pair.first.request({"cmd": "layout"})["layout"]
+    losses, layout = train_from_same_weights(pair, steps)
     loss_gaps = np.abs(losses[a] - losses[b])
     named = {impl: parameters(layout, get_params(worker)) for impl, worker in zip(pair.names, pair.workers)}
     param_gaps = {name: float(np.abs(named[a][name] - named[b][name]).max()) for name in named[a]}
