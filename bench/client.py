@@ -73,6 +73,7 @@ class Worker:
 
     def __init__(self, impl: str, device: str, options: dict, timeout: float, library: str | None = None):
         self.impl, self.device, self.timeout = impl, device, timeout
+        self.log_path: str | None = options.get("log_path")  # the trainer's published log lines (not self.log)
         self.log = tempfile.NamedTemporaryFile(prefix=f"phasebench-{impl}-{device}-", suffix=".log", delete=False)
         read_fd, write_fd = os.pipe()
         language = implementations.get(impl).language

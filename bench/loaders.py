@@ -8,15 +8,32 @@ loader starts an epoch; len() is its batch count.
 
 from __future__ import annotations
 
+from functools import cache
+
 import torch
-from torchvision import datasets, transforms
 
 MEAN, STD = 0.1307, 0.3081
-TRANSFORM = transforms.Compose([transforms.ToTensor(), transforms.Normalize((MEAN,), (STD,))])
-NORMALIZE = transforms.Normalize((MEAN,), (STD,))
+PUBLISHED_TRANSFORM = "ToTensor, Normalize"  # mnist()'s default: pytorch/examples' per-image transform
 
 
-def mnist(root: str, train: bool, transform=TRANSFORM) -> datasets.MNIST:
+@cache
+def torchvision():
+    """(datasets, transforms), imported when data is first read: torchvision's import costs about as much CPU as
+    torch's, and a process that reads no data (pytest itself, and each suite run a test starts) needs none of it."""
+    from torchvision import datasets, transforms
+
+    return datasets, transforms
+
+
+@cache
+def normalize():
+    return torchvision()[1].Normalize((MEAN,), (STD,))
+
+
+def mnist(root: str, train: bool, transform=PUBLISHED_TRANSFORM) -> datasets.MNIST:
+    datasets, transforms = torchvision()
+    if transform == PUBLISHED_TRANSFORM:
+        transform = transforms.Compose([transforms.ToTensor(), normalize()])
     return datasets.MNIST(root, train=train, download=False, transform=transform)
 
 
@@ -45,12 +62,13 @@ class ScaledMNIST(torch.utils.data.Dataset):
     def __init__(self, root: str):
         raw = mnist(root, True, transform=None)
         self.images, self.targets = scaled_split(raw), raw.targets
+        self.normalize = normalize()
 
     def __len__(self) -> int:
         return len(self.targets)
 
     def __getitem__(self, index: int):
-        return NORMALIZE(self.images[index]), int(self.targets[index])
+        return self.normalize(self.images[index]), int(self.targets[index])
 
 
 def tensor(root: str, batch_size: int, device: torch.device):
@@ -63,7 +81,7 @@ class SplitBatches:
 
     def __init__(self, root: str, batch_size: int, device: torch.device):
         raw = mnist(root, True, transform=None)
-        images = NORMALIZE(scaled_split(raw))  # the same float32 operations as per image
+        images = normalize()(scaled_split(raw))  # the same float32 operations as per image
         self.images, self.targets = images.to(device), raw.targets.to(device)
         self.batch_size = batch_size
 

@@ -136,14 +136,32 @@ def _cuda_reason() -> str | None:
     return None
 
 
+def _torchvision_version() -> str:
+    """torchvision.__version__ (local tag included, e.g. 0.29.1+cu130) read from its version.py: importing
+    torchvision costs about as much CPU as torch, and pytest itself reads no data (bench/loaders.py)."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("torchvision")
+    try:
+        found = re.search(r"^__version__ = '([^']+)'", Path(spec.origin).with_name("version.py").read_text(), re.M)
+    except (AttributeError, TypeError, OSError):
+        found = None
+    if found:
+        return found.group(1)
+    import torchvision  # a layout this reader does not know
+
+    return torchvision.__version__
+
+
 def _machine_info(settings: Settings) -> dict:
     import torch
-    import torchvision
 
     info = {
         "method": METHOD_VERSION,  # bench/method.py: results of different methods are never compared
         "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
+        "torchvision": _torchvision_version(),
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "gpu": None,

@@ -90,13 +90,20 @@ def bad_mnist(request, settings, tmp_path) -> tuple[Path, str]:
     return tmp_path, f"{raw}/{case.named}: {case.problem}"
 
 
-def test_the_suite_refuses_bad_mnist(bad_mnist):
-    """A usage error before any test runs, and nothing downloaded over the files."""
+def test_the_suite_refuses_bad_mnist(bad_mnist, request):
+    """The check the plugin makes before any test runs names the file and the problem, and downloads nothing
+    over the files; for one case, the whole suite run too (a usage error: every case goes through the same
+    `raise pytest.UsageError(str(error))`, so one child run per case would only repeat that)."""
     root, expected = bad_mnist
     raw = root / "MNIST" / "raw"
     before = sorted(os.listdir(raw))
-    run = _refused_run("--dataset=mnist", f"--mnist-root={root}")
-    assert f"ERROR: {expected}" in run.stderr and f"; fix or remove the MNIST files in {raw}" in run.stderr
+    with pytest.raises(data.DataError) as refused:
+        data.resolve("mnist", str(root))
+    message = str(refused.value)
+    assert message.startswith(expected) and message.endswith(f"; fix or remove the MNIST files in {raw}"), message
+    if request.node.callspec.id == "missing-file":
+        run = _refused_run("--dataset=mnist", f"--mnist-root={root}")
+        assert f"ERROR: {expected}; fix or remove the MNIST files in {raw}" in run.stderr
     assert sorted(os.listdir(raw)) == before
 
 

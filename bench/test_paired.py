@@ -133,9 +133,17 @@ def test_gate_study_counts_alarms_and_detections(tmp_path):
         for pair in range(1, 4):
             for side in ("base", "head"):
                 save_run(storage / f"{pair:04d}_first-{side}-{pair}.json", rng, 0.05)
-    (tmp_path / "slowed-1" / "confirm-failing.txt").write_text("bench/test_phases.py::test_phase[forward-python-cpu]\n")
+    (tmp_path / "slowed-1" / "confirm-failing.txt").write_text("bench/test_phases.py::test_phase[forward-python-cpu]\n"
+                                                               "bench/test_phases.py::test_phase[forward-cpp-cpu]\n")
     result = gate_study.study(tmp_path, "python/forward:0.5ms", 10)
     assert result["false_alarms"][:2] == [1, 2] and result["detections"][:2] == [1, 2]
+    assert result["other_alarms_in_slowed"][:2] == [0, 2]  # forward's ratio names cpp's forward too: not another case
+    (tmp_path / "slowed-1" / "confirm-failing.txt").write_text("bench/test_phases.py::test_phase[loss-cpp-cpu]\n")
+    assert gate_study.study(tmp_path, "python/forward:0.5ms", 10)["other_alarms_in_slowed"][:2] == [1, 2]
+    result = gate_study.study(tmp_path, "python/forward:0.5ms", 10)
+    assert result["detections"][:2] == [0, 2]
+    (tmp_path / "slowed-1" / "confirm-failing.txt").write_text("bench/test_phases.py::test_phase[forward-python-cpu]\n")
+    result = gate_study.study(tmp_path, "python/forward:0.5ms", 10)
     assert result["pairs"] == 3 and result["seconds"]["slowed"] == [310, 500]
     forward = result["mde"]["bench/test_phases.py::test_phase[forward-python-cpu]"]
     assert forward["spread_log"] > 0 and forward["mde"] > 0.1  # never below the threshold

@@ -14,9 +14,12 @@ Under --benchmark-disable (the test command) one timed round and the free-runnin
 stopping after CHECK_STEPS steps (the train request's max_steps): the same code from the dataset's opening to
 the last step, in seconds instead of minutes; a check, not a measurement."""
 
+import re
 import statistics
+import threading
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
 
 import pytest
 
@@ -26,17 +29,66 @@ from bench.implementations import ONE_SHOT_PHASES
 from bench.trainer import LOG_INTERVAL, PHASE_NAMES
 
 CHECK_STEPS = 3 * LOG_INTERVAL + 1  # every phase runs, progress_print four times
+HEARTBEAT_S = 15.0  # how often a long round says where it is
+LOG_LINE = re.compile(rb"Train Epoch: (\d+) \[\s*(\d+)/\s*(\d+)\]")
+
+
+def last_logged_position(log_path: str, batch_size: int = 0, steps_per_epoch: int = 0, epochs: int = 0) -> str | None:
+    """Where the worker's published log says it is, from its last complete line: "epoch E, image N/60000",
+    and with the workload's shape "step S/T" too (S counted from the images the line reports)."""
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(0, 2)
+            log.seek(max(0, log.tell() - 4096))
+            lines = LOG_LINE.findall(log.read())
+    except OSError:
+        return None
+    if not lines:
+        return None
+    epoch, seen, total = (int(field) for field in lines[-1])
+    where = f"epoch {epoch}" + (f"/{epochs}" if epochs else "") + f", image {seen}/{total}"
+    if batch_size and steps_per_epoch and epochs:
+        where += f", step {(epoch - 1) * steps_per_epoch + seen // batch_size}/{steps_per_epoch * epochs}"
+    return where
+
+
+@contextmanager
+def heartbeat(say, label: str, log_path: str | None, interval: float = HEARTBEAT_S, **shape):
+    """While a round trains, every `interval` seconds a line on the terminal: the time so far and the
+    worker's last logged position. Read from the log the program writes anyway, from this process: the worker
+    does nothing more for it. Its log is block-buffered (as the published programs' would be into a file),
+    so the position lags by up to a few thousand images."""
+    done = threading.Event()
+    started = time.monotonic()
+
+    def beat():
+        while not done.wait(interval):
+            where = last_logged_position(log_path, **shape) if log_path else None
+            say(f"{label}: {time.monotonic() - started:.0f} s so far"
+                + (f"; its log is at {where}" if where else "; nothing logged yet"))
+
+    thread = threading.Thread(target=beat, name="phasebench-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def train_in_fresh_worker(spawn, settings, synchronize: bool, watch=nullcontext, one_shot: bool = False,
-                          max_steps: int = 0) -> dict:
+                          max_steps: int = 0, say=None, label: str = "", workload=None) -> dict:
     """Spawn a worker, train while `watch` watches it, stop it. Returns what it reported plus the times
     seen from here: spawn to exit, and of that, spawn to trainer ready and stop request to exit. A run with a
-    one-shot phase (a cold compile takes minutes on a loaded cpu) may take one --round-timeout more."""
+    one-shot phase (a cold compile takes minutes on a loaded cpu) may take one --round-timeout more. With
+    `say`, a heartbeat reports the round's progress while it trains."""
     worker = spawn()
     ready_ns = time.perf_counter_ns()
+    shape = dict(batch_size=workload.batch_size, steps_per_epoch=workload.steps_per_epoch,
+                 epochs=settings.epochs) if workload else {}
+    beating = heartbeat(say, label, worker.log_path, **shape) if say else nullcontext()
     try:
-        with watch(worker):
+        with watch(worker), beating:
             reply = worker.request({"cmd": "train", "epochs": settings.epochs, "synchronize": synchronize,
                                     "max_steps": max_steps},
                                    timeout=settings.round_timeout * (settings.epochs + one_shot))
@@ -62,7 +114,8 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
 
     def one_run():
         progress(f"round {len(runs) + 1}/{rounds}: training {plan} ...")
-        runs.append(train_in_fresh_worker(spawn, settings, synchronize=True, one_shot=one_shot, max_steps=max_steps))
+        runs.append(train_in_fresh_worker(spawn, settings, synchronize=True, one_shot=one_shot, max_steps=max_steps,
+                                          say=progress, label=f"round {len(runs) + 1}/{rounds}", workload=workload))
         worker_clock.advance(runs[-1]["program_ns"])
         progress(f"round {len(runs)}/{rounds}: {runs[-1]['steps']} steps; Total Time {runs[-1]['program_ns'] / 1e9:.1f} s, "
                  f"process {runs[-1]['total_ns'] / 1e9:.1f} s")
@@ -71,7 +124,7 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
     benchmark.pedantic(one_run, rounds=settings.run_rounds, warmup_rounds=0, iterations=1)  # each round a cold start
     progress(f"free-running: training {plan}, no phase timers ...")
     free = train_in_fresh_worker(spawn, settings, synchronize=False, watch=utilization_of, one_shot=one_shot,
-                                 max_steps=max_steps)
+                                 max_steps=max_steps, say=progress, label="free-running", workload=workload)
     progress(f"free-running: {free['steps']} steps; Total Time {free['program_ns'] / 1e9:.1f} s")
 
     # The phases the run times: each step phase by phase, or where the step is one graph the whole step; and
@@ -125,3 +178,21 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
         assert run["peak_rss_bytes"] > 0, f"peak resident memory {run['peak_rss_bytes']}"
         on_cuda = run["peak_device_bytes"] is not None and run["peak_device_bytes"] > 0
         assert on_cuda == (device != "cpu"), f"peak device memory {run['peak_device_bytes']} on {device}"
+
+
+def test_heartbeat_reports_the_logged_position_while_a_round_trains(tmp_path):
+    """A long round is not silence: the heartbeat says the time so far and the last complete log line's place."""
+    log = tmp_path / "worker.log"
+    said = []
+    with heartbeat(said.append, "round 1/3", str(log), interval=0.05):
+        time.sleep(0.12)  # nothing written yet
+        log.write_text("Train Epoch: 1 [  640/60000]\tLoss: 2.2931\nTrain Epoch: 2 [ 1280/60000]\tLoss: 1.9\nTrain Ep")
+        time.sleep(0.12)
+    count = len(said)
+    time.sleep(0.12)
+    assert len(said) == count, "the heartbeat outlived its round"
+    assert said[0].startswith("round 1/3: 0 s so far; nothing logged yet"), said
+    assert said[-1].endswith("its log is at epoch 2, image 1280/60000"), said
+    assert last_logged_position(str(log), batch_size=64, steps_per_epoch=938, epochs=10) == \
+        "epoch 2/10, image 1280/60000, step 958/9380"
+    assert last_logged_position(str(tmp_path / "absent.log")) is None

@@ -153,6 +153,7 @@ class Trainer:
         torch.manual_seed(seed)
         self.log = open(log_path, "w") if log_path else sys.stdout
         self.batches = None
+        self.batch_pass = None  # batch_at's pass over an epoch of its own: [next index, iterator]
         self.epoch = self.seen = self.steps = 0
         self.host_index = -1  # the index in its epoch of the batch in self.host
         self.host = self.data = self.target = self.output = self.loss = None
@@ -486,10 +487,15 @@ class Trainer:
 
     def batch_at(self, index: int):
         # A loader of its own: a persistent worker's iterator is shared, so iterating self.loader would
-        # move the trainer's epoch.
-        for i, (images, labels) in enumerate(loaders.make(self.loader_kind, self.root, self.batch_size, self.device)):
-            if i == index:
+        # move the trainer's epoch. One pass serves indices asked in increasing order (the equivalence tests ask
+        # for the first, a middle and the last batch): it is kept until a lower index is asked for.
+        if self.batch_pass is None or index < self.batch_pass[0]:
+            self.batch_pass = [0, iter(loaders.make(self.loader_kind, self.root, self.batch_size, self.device))]
+        for images, labels in self.batch_pass[1]:
+            self.batch_pass[0] += 1
+            if self.batch_pass[0] - 1 == index:
                 return images.cpu(), labels.cpu()  # on the device where the split lives there
+        self.batch_pass = None
         raise IndexError(f"batch {index} of an epoch of {len(self.loader)} batches")
 
     def train_steps(self, steps: int) -> list[float]:
