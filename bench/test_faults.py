@@ -453,3 +453,17 @@ def test_a_replacement_that_fails_to_start_leaves_nothing_closed_twice():
         pool.get("cpp", "cpu")  # closes the dead one; its replacement fails to start
     pool.stop_all()
     assert closes == made
+
+
+def test_pytest_itself_does_not_import_torchvision():
+    """Its import costs about as much as torch's: only a process that reads data (a Python worker) pays it; the
+    version in the header and machine_info is still torchvision's own."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from bench import plugin, report, trainer; "
+            "print(plugin._torchvision_version()); print('torchvision' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    import torchvision
+
+    assert out == [torchvision.__version__, "False"]

@@ -93,17 +93,3 @@ def test_jobs_and_models_make_the_cases(settings):
     assert set(ensembles) == {f"{impl}-{device}-{m}" for impl in ("python", "cpp", "python-vmap")
                               for device in ("cpu", "cuda") for m in (2, 5)}, ensembles
     assert not [case for case in ids_for("impl", "device", "workload") if "vmap" in case]  # e.g. the training run
-
-
-def test_pytest_itself_does_not_import_torchvision():
-    """Its import costs about as much as torch's: only a process that reads data (a Python worker) pays it; the
-    version in the header and machine_info is still torchvision's own."""
-    import subprocess
-    import sys
-
-    code = ("import sys; from bench import plugin, report, trainer; "
-            "print(plugin._torchvision_version()); print('torchvision' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    import torchvision
-
-    assert out == [torchvision.__version__, "False"]
