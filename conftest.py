@@ -32,6 +32,27 @@ def cpp_library() -> str:
         pytest.skip(str(error))
 
 
+def pool_key(item) -> tuple | None:
+    """The (implementation, device, workload) of the pooled worker a collected test asks for, where its
+    parameters say so; None for a test that asks for no pooled worker or names its own."""
+    params = getattr(item, "callspec", None) and item.callspec.params or {}
+    if "worker_for" not in getattr(item, "fixturenames", ()) or not {"impl", "device"} <= params.keys():
+        return None
+    return params["impl"], params["device"], params.get("workload") or DEFAULT_WORKLOAD
+
+
+@pytest.fixture(scope="session")
+def last_user(request) -> dict:
+    """{pooled worker's key: the last test of this run that asks for it}: after that test the worker stops.
+    Each worker holds about 0.7 GB here; `--impl all --width 1,4,16 --batch-size 64,256` keeps 54 keys, which
+    held until the session's end filled this machine's 24 GiB and slowed every clock."""
+    return last_users(request.session.items)
+
+
+def last_users(items) -> dict:
+    return {key: item for item in items if (key := pool_key(item)) is not None}
+
+
 @pytest.fixture(scope="session")
 def worker_pool(settings, tmp_path_factory):
     logs = tmp_path_factory.mktemp("progress-logs")
@@ -54,14 +75,19 @@ def _library_or_skip(request, settings: Settings, impl: str, device: str) -> str
 
 
 @pytest.fixture
-def worker_for(request, settings, worker_pool):
+def worker_for(request, settings, worker_pool, last_user):
     """worker_for(impl, device, workload=the published one): the long-lived worker for that case, skipping
-    what cannot run here."""
+    what cannot run here. After the last test of the run that asks for that worker, it is stopped."""
+    asked = set()
 
     def get(impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD) -> Worker:
+        asked.add((impl, device, workload))
         return worker_pool.get(impl, device, workload, _library_or_skip(request, settings, impl, device))
 
-    return get
+    yield get
+    for key in asked:
+        if last_user.get(key) is request.node:
+            worker_pool.release(*key)
 
 
 @pytest.fixture

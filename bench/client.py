@@ -219,6 +219,13 @@ class WorkerPool:
             worker = self.workers[key] = self.make_worker(impl, device, workload, library)
         return worker
 
+    def release(self, impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD) -> None:
+        """Stop that worker now, if it runs: no later case needs it (conftest.py), and a sweep of many
+        implementations and workloads would otherwise hold one process per pair until the session ends."""
+        worker = self.workers.pop((impl, device, workload), None)
+        if worker is not None:
+            worker.stop()
+
     def stop_all(self) -> None:
         for worker in self.workers.values():
             worker.stop()

@@ -476,16 +476,18 @@ def pytest_generate_tests(metafunc):
     counts = {"jobs": lambda device: settings.jobs[device], "models": lambda device: settings.models}
     count_name = next((name for name in counts if name in names), None)
     cases, ids = [], []
-    for impl_name in settings.impls:
-        impl = implementations.get(impl_name)
-        if not impl.runs_in(names):
-            continue
-        for phase in (impl.phases if "phase" in names else (None,)):
-            for device in DEVICES:
-                if impl.absent_reason(device):  # a case it cannot have at all is not made (README, "Options")
-                    continue
-                for count in (counts[count_name](device) if count_name else (None,)):
-                    for workload in (settings.workloads if "workload" in names else (None,)):
+    # Workload outermost: a sweep runs one workload after another, so that the pooled workers of a workload
+    # are done with (and stopped, conftest.py) before the next workload's start.
+    for workload in (settings.workloads if "workload" in names else (None,)):
+        for impl_name in settings.impls:
+            impl = implementations.get(impl_name)
+            if not impl.runs_in(names):
+                continue
+            for phase in (impl.phases if "phase" in names else (None,)):
+                for device in DEVICES:
+                    if impl.absent_reason(device):  # a case it cannot have at all is not made (README, "Options")
+                        continue
+                    for count in (counts[count_name](device) if count_name else (None,)):
                         values = {"phase": phase, "impl": impl_name, "device": device, "workload": workload,
                                   count_name: count}
                         cases.append(pytest.param(*(values[name] for name in names)))

@@ -21,6 +21,10 @@ block per table, a blank line between, a device column first):
    names as its reference; the findings drawn from them in sentences (the language's and the design's
    share of the data-loading gap, what batching gives in each language, the train_step ratio per
    workload); and the peak memory of each training run.
+4. Where the result holds them: the free-running training loop of every implementation against the
+   published cpp's, with the one-shot phase (graph_capture, compile) inside it and the GPU busy %;
+   concurrent jobs (images/s of all jobs, against one job, each job's slowdown, CPU and GPU busy, MPS);
+   ensembles (time per step and per model-step, against one model and against the reference).
 Tables 1 and 2 are of the published pair on the published workload. Cases the result lacks (cpp
 skipped, cuda skipped) are shown as "not run", with the reason where the result records one. Beside
 each table file it writes two charts: per phase, Python vs C++ medians with their IQR, one panel per
@@ -34,6 +38,7 @@ import argparse
 import csv
 import io
 import json
+import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -472,6 +477,89 @@ def findings(cases: dict, device: str) -> list[str]:
     return sentences
 
 
+# --- filling the device: every training loop, concurrent jobs, ensembles --------------------------
+
+def _median(values) -> float | None:
+    values = [value for value in values or [] if value is not None]
+    return statistics.median(values) if values else None
+
+
+def _mps(info: dict) -> str | None:
+    mps = info.get("mps")
+    return None if mps is None else ("running" if mps.get("running") else "not running")
+
+
+def loops_table(cases: dict, device: str) -> Table:
+    """One free-running epoch of every implementation (README, "On the GPU"): its training loop, the one-shot
+    phase (graph_capture, compile) inside it, the loop without it, and each against the published cpp's loop."""
+    table = Table(f"The free-running training loop of every implementation on {device} (one epoch per workload, "
+                  f"no phase timers; seconds)",
+                  [("Implementation", ""), ("Workload", ""), ("Loop (s)", ".3f"), ("One-shot phase in it (s)", ".3f"),
+                   ("Loop less one-shot (s)", ".3f"), ("cpp's loop / this", ".2f"), ("GPU busy (%)", ".0f"),
+                   ("worker CPU (cores)", ".2f")])
+    runs = {key: bench["extra_info"] for key, bench in cases.items()
+            if key[0] == "training_run" and key[2] == device and (bench.get("extra_info") or {}).get("free_running")}
+    for (_, impl, _, workload_id), info in sorted(runs.items(), key=lambda item: (
+            workload_of_id(item[0][3]), impls_of(cases).index(item[0][1]))):
+        free = info["free_running"]
+        one_shot = free.get("one_shot_s")
+        published = runs.get(("training_run", "cpp", device, workload_id))
+        cpp_loop = published["free_running"]["loop_s"] if published else None
+        table.rows.append([impl, workload_of_id(workload_id).label, free["loop_s"], one_shot,
+                           free["loop_s"] - (one_shot or 0.0), cpp_loop / free["loop_s"] if cpp_loop else None,
+                           utilization(cases[("training_run", impl, device, workload_id)], "gpu"),
+                           utilization(cases[("training_run", impl, device, workload_id)], "cpu")])
+    if table.rows:
+        table.notes.append("cpp's loop / this: how many times faster than the published cpp's loop (above 1 faster)")
+    return table
+
+
+def concurrent_table(cases: dict, device: str) -> Table:
+    """test_concurrent_jobs (README, "Concurrent jobs and ensembles"): what N jobs together got from the device."""
+    table = Table(f"Concurrent jobs on {device}: N fresh workers of one implementation each training one epoch at once",
+                  [("Implementation", ""), ("Workload", ""), ("Jobs", ""), ("Threads per job", ""),
+                   ("Images/s, all jobs", ".0f"), ("Images/s against 1 job", ".2f"),
+                   ("Slowdown of a job (median)", ".2f"), ("A job's loop (s, median)", ".2f"),
+                   ("A job's CPU (cores, median)", ".2f"), ("GPU busy (%)", ".0f"), ("MPS", "")])
+    jobs = {key: bench for key, bench in cases.items() if key[0].startswith("concurrent_jobs-") and key[2] == device}
+    single = {(key[1], key[3]): bench["extra_info"].get("images_per_s") for key, bench in jobs.items()
+              if bench["extra_info"].get("jobs") == 1}
+    for (_, impl, _, workload_id), bench in sorted(jobs.items(), key=lambda item: (
+            workload_of_id(item[0][3]), impls_of(cases).index(item[0][1]), item[1]["extra_info"].get("jobs", 0))):
+        info = bench["extra_info"]
+        one = single.get((impl, workload_id))
+        table.rows.append([impl, workload_of_id(workload_id).label, info.get("jobs"), info.get("threads_per_job"),
+                           info.get("images_per_s"), info["images_per_s"] / one if one and info.get("images_per_s")
+                           else None, _median(info.get("slowdown")), _median(info.get("job_loop_s")),
+                           _median(info.get("job_cpu_cores")), utilization(bench, "gpu"), _mps(info)])
+    if any(not (bench["extra_info"].get("trained") or "").endswith("free-running") for bench in jobs.values()):
+        table.notes.append("some jobs trained a few steps as a check (--benchmark-disable), not an epoch")
+    return table
+
+
+def ensemble_table(cases: dict, device: str) -> Table:
+    """test_ensemble (README, "Concurrent jobs and ensembles"): per step and per model-step, data loading excluded."""
+    table = Table(f"Ensembles on {device}: M models trained on the same batches, one step of all M per round "
+                  f"(data loading excluded; milliseconds)",
+                  [("Implementation", ""), ("Workload", ""), ("Models", ""), ("Step (ms)", ".3f"),
+                   ("Per model-step (ms)", ".3f"), ("Per model-step against 1 model", ".2f"),
+                   ("Per model-step against its reference", ".2f"), ("GPU busy (%)", ".0f")])
+    members = {key: bench for key, bench in cases.items() if key[0].startswith("ensemble-") and key[2] == device}
+    per_model = {(key[1], key[3], bench["extra_info"].get("models")): bench["stats"]["median"] * 1e3
+                 / bench["extra_info"]["models"] for key, bench in members.items() if bench["extra_info"].get("models")}
+    for (_, impl, _, workload_id), bench in sorted(members.items(), key=lambda item: (
+            workload_of_id(item[0][3]), impls_of(cases).index(item[0][1]), item[1]["extra_info"].get("models", 0))):
+        models = bench["extra_info"].get("models")
+        mine = per_model.get((impl, workload_id, models))
+        one = per_model.get((impl, workload_id, 1))
+        reference = implementations.get(impl).pair if impl in implementations.BY_NAME else None
+        theirs = per_model.get((reference, workload_id, models))
+        table.rows.append([impl, workload_of_id(workload_id).label, models, bench["stats"]["median"] * 1e3, mine,
+                           mine / one if mine and one else None, mine / theirs if mine and theirs else None,
+                           utilization(bench, "gpu")])
+    return table
+
+
 def render(path: Path, result: dict, style: str) -> tuple[str, list[str]]:
     """The report's text, and for CSV the notes it cannot carry (for stderr)."""
     cases, every = by_case(result), all_cases(result)
@@ -492,6 +580,9 @@ def render(path: Path, result: dict, style: str) -> tuple[str, list[str]]:
             tables += [implementations_table(every, device, wid) for wid in workloads_of(every, device)]
         if any(key[0] == "training_run" and key[2] == device for key in every):
             tables.append(memory_table(every, device))
+            if beyond:
+                tables.append(loops_table(every, device))
+        tables += [table for table in (concurrent_table(every, device), ensemble_table(every, device)) if table.rows]
         markdown_parts += [markdown(table) for table in tables]
         csv_parts += [csv_block(table, device) for table in tables if table.rows]
         notes += [f"{device}: {note}" for table in tables for note in table.notes]

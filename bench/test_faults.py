@@ -132,6 +132,19 @@ def test_the_pool_replaces_a_dead_worker(new_worker):
         pool.stop_all()
 
 
+def test_the_pool_releases_a_worker_no_later_case_needs(new_worker):
+    spawn = new_worker("cpp", "cpu")
+    pool = WorkerPool(lambda impl, device, workload, library: spawn())
+    try:
+        first = pool.get("cpp", "cpu")
+        pool.release("cpp", "cpu")
+        assert not first.alive() and first.process.returncode == 0 and not pool.workers
+        pool.release("cpp", "cpu")  # nothing to stop: no error
+        assert pool.get("cpp", "cpu").pid != first.pid
+    finally:
+        pool.stop_all()
+
+
 USE_AFTER_FREE = "#include <cstdio>\nint main() { int* p = new int[4]; delete[] p; std::printf(\"%d\", p[1]); }\n"
 
 

@@ -93,3 +93,36 @@ def test_jobs_and_models_make_the_cases(settings):
     assert set(ensembles) == {f"{impl}-{device}-{m}" for impl in ("python", "cpp", "python-vmap")
                               for device in ("cpu", "cuda") for m in (2, 5)}, ensembles
     assert not [case for case in ids_for("impl", "device", "workload") if "vmap" in case]  # e.g. the training run
+
+
+def test_a_sweep_runs_workload_after_workload_and_each_pooled_worker_stops_after_its_last_case(settings):
+    """A sweep of every implementation over six workloads holds 54 pooled workers of about 0.7 GB each; kept to the
+    session's end they filled this machine's 24 GiB and slowed every clock. Generated workload by workload and
+    stopped after their last case (conftest.py), at most a few live at once."""
+    import conftest
+    from bench import plugin
+    from bench.workload import workloads
+
+    chosen = replace(settings, impls=implementations.NAMES, workloads=workloads((1, 4, 16), (64, 256)))
+    made = {}
+    metafunc = SimpleNamespace(fixturenames=["benchmark", "worker_for", "phase", "impl", "device", "workload"],
+                               config=SimpleNamespace(phasebench=chosen),
+                               parametrize=lambda names, cases, ids: made.update(names=names, cases=cases))
+    plugin.pytest_generate_tests(metafunc)
+    items = [SimpleNamespace(fixturenames=metafunc.fixturenames,
+                             callspec=SimpleNamespace(params=dict(zip(made["names"], case.values))))
+             for case in made["cases"]]
+    order = [item.callspec.params["workload"] for item in items]
+    assert order == sorted(order), "a workload's cases are not together"
+    last = conftest.last_users(items)
+    alive, most = set(), 0
+    for item in items:
+        alive.add(key := conftest.pool_key(item))
+        most = max(most, len(alive))
+        if last[key] is item:
+            alive.discard(key)
+    assert len(last) == 6 * len([impl for impl in implementations.REGISTRY if impl.runs_in(made["names"])
+                                 and not impl.absent_reason("cpu")]) + 6 * len(
+        [impl for impl in implementations.REGISTRY if impl.runs_in(made["names"]) and not impl.absent_reason("cuda")])
+    assert most <= 2, most  # (in this order; pytest_collection_modifyitems' rotation makes it 3 at most)
+    assert conftest.pool_key(SimpleNamespace(fixturenames=["worker_for"], callspec=SimpleNamespace(params={}))) is None
