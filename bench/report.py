@@ -721,18 +721,25 @@ def scaling_chart(path: Path, result: dict, title: str) -> bool:
             panels[device] = lines
     if not panels:
         return False
-    figure, axes = plt.subplots(1, len(panels), squeeze=False, figsize=(max(9.0, 6.5 * len(panels)), 5.2))
+    # One colour per pair and one line style per batch size: more than ten lines would repeat a colour cycle.
+    pairs = sorted({(impl, reference) for lines in panels.values() for impl, reference, _ in lines})
+    batch_sizes = sorted({batch_size for lines in panels.values() for _, _, batch_size in lines})
+    palette = plt.get_cmap("tab10" if len(pairs) <= 10 else "tab20")
+    styles = ["-", "--", ":", "-."]
+    figure, axes = plt.subplots(1, len(panels), squeeze=False, figsize=(max(11.0, 8.5 * len(panels)), 5.6))
     for axis, (device, lines) in zip(axes[0], panels.items()):
         for (impl, reference, batch_size), points in sorted(lines.items()):
             widths, ratios = zip(*sorted(points))
-            axis.plot(widths, ratios, marker="o", label=f"{impl} / {reference}, batch {batch_size}")
+            axis.plot(widths, ratios, marker="o", color=palette(pairs.index((impl, reference)) % palette.N),
+                      linestyle=styles[batch_sizes.index(batch_size) % len(styles)],
+                      label=f"{impl} / {reference}, batch {batch_size}")
         axis.axhline(1.0, color="grey", linewidth=0.8)
         axis.set_xscale("log", base=2)
         axis.set_xlabel("width (every hidden size × W)")
         axis.set_ylabel("train_step median ratio")
         axis.set_title(device, loc="left", fontweight="bold")
         axis.grid(alpha=0.3)
-        axis.legend(fontsize="small", frameon=False)
+        axis.legend(fontsize="small", frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.suptitle(f"{title}\nabove 1: the implementation is slower than its reference")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
