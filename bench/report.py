@@ -489,6 +489,16 @@ def _mps(info: dict) -> str | None:
     return None if mps is None else ("running" if mps.get("running") else "not running")
 
 
+def _cases_of(cases: dict, device: str, kind: str, count: str = "") -> list[tuple[str, str, dict]]:
+    """(implementation, workload id, benchmark) of one kind of case on a device ("training_run", or a prefix such
+    as "ensemble-"), by workload, then registry order, then its count (extra_info[count]: jobs, models)."""
+    order = impls_of(cases)
+    found = [(impl, workload_id, bench) for (phase, impl, case_device, workload_id), bench in cases.items()
+             if case_device == device and (phase == kind or kind.endswith("-") and phase.startswith(kind))]
+    return sorted(found, key=lambda case: (workload_of_id(case[1]), order.index(case[0]),
+                                           case[2]["extra_info"].get(count, 0) if count else 0))
+
+
 def loops_table(cases: dict, device: str) -> Table:
     """One free-running epoch of every implementation (README, "On the GPU"): its training loop, the one-shot
     phase (graph_capture, compile) inside it, the loop without it, and each against the published cpp's loop."""
@@ -497,18 +507,16 @@ def loops_table(cases: dict, device: str) -> Table:
                   [("Implementation", ""), ("Workload", ""), ("Loop (s)", ".3f"), ("One-shot phase in it (s)", ".3f"),
                    ("Loop less one-shot (s)", ".3f"), ("cpp's loop / this", ".2f"), ("GPU busy (%)", ".0f"),
                    ("worker CPU (cores)", ".2f")])
-    runs = {key: bench["extra_info"] for key, bench in cases.items()
-            if key[0] == "training_run" and key[2] == device and (bench.get("extra_info") or {}).get("free_running")}
-    for (_, impl, _, workload_id), info in sorted(runs.items(), key=lambda item: (
-            workload_of_id(item[0][3]), impls_of(cases).index(item[0][1]))):
-        free = info["free_running"]
-        one_shot = free.get("one_shot_s")
-        published = runs.get(("training_run", "cpp", device, workload_id))
-        cpp_loop = published["free_running"]["loop_s"] if published else None
+    runs = [(impl, workload_id, bench) for impl, workload_id, bench in _cases_of(cases, device, "training_run")
+            if (bench.get("extra_info") or {}).get("free_running")]
+    cpp_loops = {workload_id: bench["extra_info"]["free_running"]["loop_s"]
+                 for impl, workload_id, bench in runs if impl == "cpp"}
+    for impl, workload_id, bench in runs:
+        free = bench["extra_info"]["free_running"]
+        one_shot, cpp_loop = free.get("one_shot_s"), cpp_loops.get(workload_id)
         table.rows.append([impl, workload_of_id(workload_id).label, free["loop_s"], one_shot,
                            free["loop_s"] - (one_shot or 0.0), cpp_loop / free["loop_s"] if cpp_loop else None,
-                           utilization(cases[("training_run", impl, device, workload_id)], "gpu"),
-                           utilization(cases[("training_run", impl, device, workload_id)], "cpu")])
+                           utilization(bench, "gpu"), utilization(bench, "cpu")])
     if table.rows:
         table.notes.append("cpp's loop / this: how many times faster than the published cpp's loop (above 1 faster)")
     return table
@@ -521,18 +529,17 @@ def concurrent_table(cases: dict, device: str) -> Table:
                    ("Images/s, all jobs", ".0f"), ("Images/s against 1 job", ".2f"),
                    ("Slowdown of a job (median)", ".2f"), ("A job's loop (s, median)", ".2f"),
                    ("A job's CPU (cores, median)", ".2f"), ("GPU busy (%)", ".0f"), ("MPS", "")])
-    jobs = {key: bench for key, bench in cases.items() if key[0].startswith("concurrent_jobs-") and key[2] == device}
-    single = {(key[1], key[3]): bench["extra_info"].get("images_per_s") for key, bench in jobs.items()
+    jobs = _cases_of(cases, device, "concurrent_jobs-", "jobs")
+    single = {(impl, workload_id): bench["extra_info"].get("images_per_s") for impl, workload_id, bench in jobs
               if bench["extra_info"].get("jobs") == 1}
-    for (_, impl, _, workload_id), bench in sorted(jobs.items(), key=lambda item: (
-            workload_of_id(item[0][3]), impls_of(cases).index(item[0][1]), item[1]["extra_info"].get("jobs", 0))):
+    for impl, workload_id, bench in jobs:
         info = bench["extra_info"]
         one = single.get((impl, workload_id))
         table.rows.append([impl, workload_of_id(workload_id).label, info.get("jobs"), info.get("threads_per_job"),
                            info.get("images_per_s"), info["images_per_s"] / one if one and info.get("images_per_s")
                            else None, _median(info.get("slowdown")), _median(info.get("job_loop_s")),
                            _median(info.get("job_cpu_cores")), utilization(bench, "gpu"), _mps(info)])
-    if any(not (bench["extra_info"].get("trained") or "").endswith("free-running") for bench in jobs.values()):
+    if any(not (bench["extra_info"].get("trained") or "").endswith("free-running") for _, _, bench in jobs):
         table.notes.append("some jobs trained a few steps as a check (--benchmark-disable), not an epoch")
     return table
 
@@ -544,11 +551,11 @@ def ensemble_table(cases: dict, device: str) -> Table:
                   [("Implementation", ""), ("Workload", ""), ("Models", ""), ("Step (ms)", ".3f"),
                    ("Per model-step (ms)", ".3f"), ("Per model-step against 1 model", ".2f"),
                    ("Per model-step against its reference", ".2f"), ("GPU busy (%)", ".0f")])
-    members = {key: bench for key, bench in cases.items() if key[0].startswith("ensemble-") and key[2] == device}
-    per_model = {(key[1], key[3], bench["extra_info"].get("models")): bench["stats"]["median"] * 1e3
-                 / bench["extra_info"]["models"] for key, bench in members.items() if bench["extra_info"].get("models")}
-    for (_, impl, _, workload_id), bench in sorted(members.items(), key=lambda item: (
-            workload_of_id(item[0][3]), impls_of(cases).index(item[0][1]), item[1]["extra_info"].get("models", 0))):
+    members = _cases_of(cases, device, "ensemble-", "models")
+    per_model = {(impl, workload_id, bench["extra_info"]["models"]): bench["stats"]["median"] * 1e3
+                 / bench["extra_info"]["models"] for impl, workload_id, bench in members
+                 if bench["extra_info"].get("models")}
+    for impl, workload_id, bench in members:
         models = bench["extra_info"].get("models")
         mine = per_model.get((impl, workload_id, models))
         one = per_model.get((impl, workload_id, 1))
