@@ -57,7 +57,7 @@ def heartbeat(say, label: str, log_path: str | None, interval: float = HEARTBEAT
     """While a round trains, every `interval` seconds a line on the terminal: the time so far and the
     worker's last logged position. Read from the log the program writes anyway, from this process: the worker
     does nothing more for it. Its log is block-buffered (as the published programs' would be into a file),
-    so the position lags by up to a few thousand images."""
+    so the position lags by up to one buffer of lines (about 1,950 steps in Python, README "What a run prints")."""
     done = threading.Event()
     started = time.monotonic()
 
