@@ -20,6 +20,9 @@ CPP_DIR = ROOT / "cpp"
 BUILD_DIR = ROOT / "build"
 SOURCES = ("phasebench.cpp", "phasebench.h", "Makefile")
 LIBRARY_NAME = "libphasebench.so"
+# The plain C++ program the trainer is held to (cpp/plain/mnist_plain.cpp; `python -m bench.plain`).
+PLAIN_SOURCES = ("plain/mnist_plain.cpp", "Makefile")
+PLAIN_NAME = "mnist_plain"
 # PHASEBENCH_SANITIZE=address builds (and caches separately) an AddressSanitizer library.
 SANITIZERS = {"": "", "address": "-fsanitize=address -fno-omit-frame-pointer"}
 
@@ -92,9 +95,9 @@ def sanitizer_runtime_env() -> dict[str, str]:
             "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "detect_leaks=0:handle_segv=0")}
 
 
-def build_hash(variables: dict[str, str]) -> str:
+def build_hash(variables: dict[str, str], sources: tuple[str, ...] = SOURCES) -> str:
     digest = hashlib.sha256()
-    for name in SOURCES:
+    for name in sources:
         digest.update(name.encode() + b"\0" + (CPP_DIR / name).read_bytes())
     for key in sorted(variables):
         digest.update(f"{key}={variables[key]}\0".encode())
@@ -111,12 +114,23 @@ def toolchain_missing() -> str | None:
 
 def library_path(quiet: bool = True) -> Path:
     """The built library, building it first if the cache has none for this hash."""
+    return _built(LIBRARY_NAME, SOURCES, target=None, quiet=quiet)
+
+
+def plain_program_path(quiet: bool = True) -> Path:
+    """The built plain C++ program (cpp/plain/mnist_plain.cpp), cached as the library is."""
+    return _built(PLAIN_NAME, PLAIN_SOURCES, target="plain", quiet=quiet)
+
+
+def _built(name: str, sources: tuple[str, ...], target: str | None, quiet: bool) -> Path:
     missing = toolchain_missing()
     if missing:
         raise BuildUnavailable(missing)
     variables = make_variables()
-    out_dir = BUILD_DIR / build_hash(variables)
-    library = out_dir / LIBRARY_NAME
+    if target:  # the same variables hash another set of sources: keep the two apart
+        variables = variables | {"TARGET": target}
+    out_dir = BUILD_DIR / build_hash(variables, sources)
+    library = out_dir / name
     if library.exists():
         return library
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -125,9 +139,10 @@ def library_path(quiet: bool = True) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if library.exists():
             return library
-        partial = out_dir / (LIBRARY_NAME + ".partial")
-        command = ["make", "--no-print-directory", "-B", "-C", str(CPP_DIR), f"OUT={partial}"]
-        command += [f"{key}={value}" for key, value in variables.items() if key != "TORCH_VERSION"]
+        partial = out_dir / (name + ".partial")
+        command = ["make", "--no-print-directory", "-B", "-C", str(CPP_DIR)] + ([target] if target else [])
+        command += [f"OUT={partial}"] + [f"{key}={value}" for key, value in variables.items()
+                                         if key not in ("TORCH_VERSION", "TARGET")]
         if not quiet:
             print(f"building {library} ...", file=sys.stderr, flush=True)
         done = subprocess.run(command, capture_output=True, text=True)

@@ -28,6 +28,8 @@ class PhaseRound(NamedTuple):
     cpu_ns: int  # the worker process's CPU time across it (all threads; see README, "Utilization")
     thread_cpu_ns: int  # the CPU time of the thread that ran it
     product: dict  # what the phase produced (bench.trainer.product)
+    minor_faults: int = 0  # the worker process's page faults across the round, read outside the clock
+    major_faults: int = 0
 
 
 class WorkerError(RuntimeError):
@@ -169,7 +171,8 @@ class Worker:
 
     def run_phase(self, phase: str) -> PhaseRound:
         reply = self.request({"cmd": "phase", "name": phase})
-        return PhaseRound(reply["ns"], reply["cpu_ns"], reply["thread_cpu_ns"], reply["product"])
+        return PhaseRound(reply["ns"], reply["cpu_ns"], reply["thread_cpu_ns"], reply["product"],
+                          reply["minor_faults"], reply["major_faults"])
 
     @property
     def timer_floor_ns(self) -> int:

@@ -8,7 +8,7 @@ import math
 from array import array
 
 PB_OK = 0
-PB_ABI_VERSION = 3  # cpp/phasebench.h: these bindings' structs and signatures
+PB_ABI_VERSION = 4  # cpp/phasebench.h: these bindings' structs and signatures
 IMAGE_FLOATS = 28 * 28
 
 
@@ -53,6 +53,8 @@ class Result(ctypes.Structure):
         ("recompute_error", ctypes.c_double),
         ("update_error", ctypes.c_double),
         ("moved", ctypes.c_double),
+        ("minor_faults", ctypes.c_int64),
+        ("major_faults", ctypes.c_int64),
     ]
 
 
@@ -163,10 +165,11 @@ class CppTrainer:
         self._call("pb_threads", self.handle, ctypes.byref(count))
         return count.value
 
-    def run_phase(self, name: str) -> tuple[int, int, int, dict]:
+    def run_phase(self, name: str) -> tuple[int, int, int, dict, dict]:
         ns, result = ctypes.c_int64(), Result()
         self._call("pb_run_phase", self.handle, name.encode(), ctypes.byref(ns), ctypes.byref(result))
-        return ns.value, result.cpu_ns, result.thread_cpu_ns, _product(result)
+        faults = {"minor_faults": result.minor_faults, "major_faults": result.major_faults}
+        return ns.value, result.cpu_ns, result.thread_cpu_ns, _product(result), faults
 
     def timer_floor(self) -> int:
         ns = ctypes.c_int64()

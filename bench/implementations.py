@@ -103,7 +103,8 @@ REGISTRY: tuple[Implementation, ...] = (
     Implementation("cpp", "cpp", "the published C++ pipeline: LibTorch's MNIST (the split converted to float / 255 "
                    "once), Normalize and Stack per batch", None, ensemble="loop"),
     Implementation("python-tensor", "python", "LibTorch's loader design in Python: the split converted to float / 255 "
-                   "once, per index a Normalize, a DataLoader that stacks the batch", "cpp", loader="tensor"),
+                   "once, per index LibTorch's Normalize ((image - mean) / std), a DataLoader that stacks the batch",
+                   "cpp", loader="tensor"),
     Implementation("python-batched", "python", "the split normalized once; each batch is a slice of it", "cpp-batched",
                    loader="batched", split_on_device=True),
     Implementation("cpp-batched", "cpp", "the split normalized once; each batch is a slice of it", "cpp",

@@ -9,9 +9,13 @@ and the ratio gate refuse them in one line. Raise the version whenever what a cl
    between the clock reads on cpu, the cheapest synchronization on cuda) with its floor recorded;
    dropout masks drawn alike in both languages; training run Total Time is the program's own time in
    the worker, from before its dataset is opened to its last step.
+3. Each trainer opens the test split at creation, as the published programs do: the worker's heap is no
+   longer returned to the kernel after every step and faulted back in inside the clocks (docs/page-faults.md);
+   python-tensor normalizes per index as LibTorch does (no torchvision argument checks); the page faults
+   across every round and run are recorded.
 """
 
-METHOD_VERSION = 2
+METHOD_VERSION = 3
 
 
 def method_of(result: dict) -> int:

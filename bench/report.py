@@ -53,6 +53,7 @@ from bench.gate import case_key, ratio_pairs
 from bench.implementations import DEVICES
 from bench.method import METHOD_VERSION, method_of
 from bench.trainer import PHASES  # the row labels: the one list of phases
+from bench.utilization import THREAD_CPU_MIN_BODY_S
 from bench.workload import Workload
 
 IMPLEMENTATIONS = implementations.DEFAULT_IMPLS  # the published pair, whose tables follow the published shape
@@ -183,6 +184,8 @@ def utilization(bench: dict | None, kind: str) -> float | None:
     """GPU busy % (mean) or worker CPU cores during the whole benchmark (warm-up, preparation and messaging
     included), or the phase's own CPU cores (its timed bodies alone), where the benchmark recorded them."""
     info = (bench or {}).get("extra_info") or {}
+    if kind == "phase_thread_cpu" and ((bench or {}).get("stats") or {}).get("median", 1) < THREAD_CPU_MIN_BODY_S:
+        return None  # a result saved before the suite left it out: mostly the CPU clocks' own reads (2.79 cores)
     if kind in ("phase_cpu", "phase_thread_cpu"):
         return info.get(f"{kind}_cores")
     recorded = info.get(kind) or {}
@@ -269,6 +272,13 @@ def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
             for line in [header] + rows]
 
 
+# Why copy_to_device's per-call ratio and its in-run ratio need not agree on cpu (its product's `resident` check
+# proves that nothing is copied there).
+COPY_ON_CPU_NOTE = ("copy_to_device on cpu copies nothing: .to('cpu') returns the batch itself in both languages, so "
+                    "per call it times each language's call overhead (microseconds); in the training run its clock also "
+                    "holds freeing the previous step's batch, as the published program's did, so the two ratios differ.")
+
+
 def answer(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
     """The answer at a glance, per device and workload: (title, lines). Per phase, each implementation's median
     per call and its ratio to its reference with the direction in words; then the training run's published rows
@@ -307,6 +317,8 @@ def answer(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
                                     + _ratio_cells(values, pairs))
                 lines += ([""] if lines else []) + _aligned(
                     [title] + [f"{impl} (s)" for impl in present] + header[len(present):], rows)
+            if lines and device == "cpu" and any(key[0] == "copy_to_device" and key[2] == device for key in cases):
+                lines += ["", COPY_ON_CPU_NOTE]
             if lines:
                 where = f"{device}, {workload_of_id(workload_id).label}" if workload_id else device
                 sections.append((f"phasebench: the answer on {where}", lines))
@@ -522,6 +534,38 @@ def loops_table(cases: dict, device: str) -> Table:
     return table
 
 
+def _faults_differ(values: list[float]) -> bool:
+    """Two implementations' fault counts differ: the larger is more than one fault and half again the smaller."""
+    return max(values) - min(values) > max(1.0, 0.5 * min(values))
+
+
+def faults_table(cases: dict, device: str) -> Table:
+    """Page faults where implementations differ (docs/page-faults.md): per phase, the worker's minor faults across
+    a timed body (median of the rounds); per training run, across the free-running loop, per step."""
+    present = impls_of(cases)
+    table = Table(f"Page faults on {device} where implementations differ: minor faults per round of a phase, per "
+                  f"step of the free-running training run (the worker process's, getrusage)",
+                  [("Case", ""), ("Workload", "")] + [(impl, ".1f") for impl in present])
+    rows, alike = {}, []
+    for (phase, impl, case_device, workload_id), bench in cases.items():
+        info = bench.get("extra_info") or {}
+        value = info.get("free_running_minor_faults_per_step") if phase == "training_run" else \
+            info.get("minor_faults_per_round")
+        if case_device == device and value is not None:
+            rows.setdefault((phase, workload_id), {})[impl] = value
+    order = [phase.name for phase in PHASES] + ["training_run"]
+    for (phase, workload_id), values in sorted(rows.items(), key=lambda item: (
+            order.index(item[0][0]) if item[0][0] in order else len(order), workload_of_id(item[0][1]))):
+        label = f"{phase} (per step, free-running)" if phase == "training_run" else phase
+        if len(values) > 1 and _faults_differ(list(values.values())):
+            table.rows.append([label, workload_of_id(workload_id).label] + [values.get(impl) for impl in present])
+        elif len(values) > 1:
+            alike.append(label)
+    if alike:
+        table.notes.append(f"alike in every implementation (within one fault or half): {', '.join(sorted(set(alike)))}")
+    return table
+
+
 def concurrent_table(cases: dict, device: str) -> Table:
     """test_concurrent_jobs (README, "Concurrent jobs and ensembles"): what N jobs together got from the device."""
     table = Table(f"Concurrent jobs on {device}: N fresh workers of one implementation each training one epoch at once",
@@ -590,6 +634,9 @@ def render(path: Path, result: dict, style: str) -> tuple[str, list[str]]:
             if beyond:
                 tables.append(loops_table(every, device))
         tables += [table for table in (concurrent_table(every, device), ensemble_table(every, device)) if table.rows]
+        faults = faults_table(every, device)
+        if faults.rows or faults.notes:
+            tables.append(faults)
         markdown_parts += [markdown(table) for table in tables]
         csv_parts += [csv_block(table, device) for table in tables if table.rows]
         notes += [f"{device}: {note}" for table in tables for note in table.notes]

@@ -86,12 +86,14 @@ def test_concurrent_jobs(benchmark, new_worker, utilization_of, settings, single
         steps = workload.steps_per_epoch * settings.epochs
     else:
         request, timeout, steps = {"cmd": "train_steps", "steps": CHECK_STEPS}, settings.round_timeout, CHECK_STEPS
-    # Several workers: no one of them is the case's, so the GPU is watched and each job's CPU taken in the worker.
-    watched = types.SimpleNamespace(pid=None, device=device, impl=impl)
+    # Several workers, all the case's: the device is watched across all jobs, and the CPU of every worker process
+    # (extra_info["cpu"]: theirs together, and each one's in "processes"), from the release to the last reply.
+    watched = types.SimpleNamespace(pids=[], device=device, impl=impl)
     run = {}
 
     def one_round():
         workers = start_all(spawns)
+        watched.pids = [worker.pid for worker in workers]
         try:
             with utilization_of(watched):
                 release_ns = time.perf_counter_ns()
@@ -144,6 +146,10 @@ def test_concurrent_jobs(benchmark, new_worker, utilization_of, settings, single
         job_start_lag_s=[(reply["started_at_ns"] - release_ns) / 1e9 for reply in replies],
         job_cpu_cores=[round(reply["request_cpu_ns"] / (reply["ended_at_ns"] - reply["started_at_ns"]), 3)
                        for reply in replies],
+        # Each job's worker's page faults across its request (docs/page-faults.md).
+        job_minor_faults=[reply["minor_faults"] for reply in replies],
+        job_major_faults=[reply["major_faults"] for reply in replies],
+        job_minor_faults_per_step=[round(reply["minor_faults"] / steps, 2) for reply in replies],
         single_job_loop_s=basis, slowdown=[loop / basis for loop in loops] if basis else None,
         slowdown_unavailable=unavailable, mps=settings.utilization.mps(device),
     )

@@ -7,26 +7,31 @@ import pytest
 
 from bench import implementations
 from bench.client import worker_clock
+from bench.test_phases import phase_cpu
 from bench.trainer import LOSS_ITEM
 
 pytestmark = pytest.mark.benchmark(timer=worker_clock)
 
 
-def test_loss_item(benchmark, worker_for, settings, impl, device, workload):  # per case: bench/plugin.py
+def test_loss_item(benchmark, worker_for, utilization_of, settings, impl, device, workload):  # per case: bench/plugin.py
     if implementations.get(impl).step in implementations.WHOLE_STEP_KINDS:
         pytest.skip(f"{impl} replays its step whole: it has no forward and loss of their own to read the loss after")
     worker = worker_for(impl, device, workload)
-    losses = []
+    losses, taken = [], []
 
     def one_round():
         timed = worker.run_phase(LOSS_ITEM.name)
         worker_clock.advance(timed.ns)
         losses.append(timed.product["loss"])
+        taken.append(timed)
 
     benchmark.group = LOSS_ITEM.name
     benchmark.extra_info.update(implementation=impl, device=device, phase=LOSS_ITEM.name, **workload.as_info(),
                                 rounds=settings.rounds,
                                 warmup_rounds=settings.warmup_rounds, threads=settings.threads,
                                 timer_floor_s=worker.timer_floor_ns / 1e9)
-    benchmark.pedantic(one_round, rounds=settings.rounds, warmup_rounds=settings.warmup_rounds, iterations=1)
+    with utilization_of(worker):  # the worker's CPU and GPU during the rounds, as test_phase records them
+        benchmark.pedantic(one_round, rounds=settings.rounds, warmup_rounds=settings.warmup_rounds, iterations=1)
+    # The read's own CPU use over its timed bodies, as test_phase records a phase's.
+    benchmark.extra_info.update(**phase_cpu(taken[-settings.rounds:] if benchmark.enabled else taken))
     assert losses and all(loss is not None and 0 < loss < 10 for loss in losses), f"losses read: {losses[:5]}"

@@ -15,6 +15,7 @@ import pytest
 from pytest_benchmark.utils import get_machine_id
 
 from bench import gate
+from bench.method import METHOD_VERSION
 from bench.client import ROOT
 from bench.trainer import PHASE_NAMES
 from bench.implementations import NAMES as IMPLEMENTATIONS
@@ -112,7 +113,7 @@ def test_a_gated_run_in_which_nothing_ran_fails(pytestconfig, baseline, tmp_path
     (None, "{storage}/no/such/base.json", "baseline {storage}/no/such/base.json does not exist"),
     ('{"benchmarks": [', "0001", "baseline {file} is unreadable: not JSON"),
     ((Path(__file__).parent / "fixtures" / "missing.json").read_text(), "0001",
-     "{file} was measured by phasebench method 1, this run by method 2"),
+     f"{{file}} was measured by phasebench method 1, this run by method {METHOD_VERSION}"),
 ], ids=["missing", "missing-path", "corrupt", "other-method"])
 def test_bad_baseline_is_a_one_line_error(pytestconfig, tmp_path, content, compare, problem):
     file = tmp_path / get_machine_id() / "0001_base.json"

@@ -13,6 +13,7 @@ import pytest
 
 from bench import implementations
 from bench.client import WorkerError, worker_clock
+from bench.utilization import THREAD_CPU_MIN_BODY_S, cores_available
 from bench.implementations import ONE_SHOT_PHASES
 from bench.trainer import PHASE_NAMES
 from bench.workload import Workload
@@ -108,13 +109,27 @@ def leftover_problems(phase: str, products: list[dict]) -> list[str]:
 PROCESS_CPU_MIN_BODY_S = 0.01
 
 
-def phase_cpu(rounds) -> dict:
-    """The phase's own CPU use over its timed bodies, in cores: the thread that ran them (exact at any
-    length), and the whole process (all intra-op threads) where the bodies last long enough."""
+def phase_cpu(rounds, cores: int | None = None) -> dict:
+    """The phase's own CPU use over its timed bodies, in cores: the thread that ran them, and the whole process
+    (all intra-op threads), each where the bodies last long enough for what the CPU clocks hold beyond them to be
+    small (THREAD_CPU_MIN_BODY_S, PROCESS_CPU_MIN_BODY_S), and never above what it can use: one core for the
+    thread, the process's `cores` (its CPU affinity; the workers inherit pytest's) for the process."""
+    cores = cores or cores_available([0])
     wall = sum(timed.ns for timed in rounds) or 1
-    long_enough = statistics.median(timed.ns for timed in rounds) / 1e9 >= PROCESS_CPU_MIN_BODY_S
-    return {"phase_thread_cpu_cores": round(sum(timed.thread_cpu_ns for timed in rounds) / wall, 3),
-            "phase_cpu_cores": round(sum(timed.cpu_ns for timed in rounds) / wall, 3) if long_enough else None}
+    median_s = statistics.median(timed.ns for timed in rounds) / 1e9
+
+    def figure(cpu_ns: int, min_body_s: float, most: int) -> float | None:
+        return round(min(cpu_ns / wall, float(most)), 3) if median_s >= min_body_s else None
+
+    return {"phase_thread_cpu_cores": figure(sum(timed.thread_cpu_ns for timed in rounds), THREAD_CPU_MIN_BODY_S, 1),
+            "phase_cpu_cores": figure(sum(timed.cpu_ns for timed in rounds), PROCESS_CPU_MIN_BODY_S, cores)}
+
+
+def phase_faults(rounds) -> dict:
+    """The worker's page faults across each timed body (read just outside the clock), as the median of the
+    rounds: a phase that faults its memory back in every round shows it here (docs/page-faults.md)."""
+    return {"minor_faults_per_round": statistics.median(timed.minor_faults for timed in rounds),
+            "major_faults_per_round": statistics.median(timed.major_faults for timed in rounds)}
 
 
 class Rounds:
@@ -199,7 +214,8 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
     floors = [worker.timer_floor_ns for worker in rounds.workers]
     benchmark.extra_info.update(timer_floor_s=statistics.median(floors) / 1e9,
                                 timer_floors_s=[floor / 1e9 for floor in floors],
-                                **phase_cpu([timed for _, _, timed in counted]))
+                                **phase_cpu([timed for _, _, timed in counted]),
+                                **phase_faults([timed for _, _, timed in counted]))
 
     resident = device == "cpu" or registered.split_on_device
     products = [timed.product for _, _, timed in taken]

@@ -259,6 +259,10 @@ def test_the_answer_per_device_with_every_ratio_and_its_direction():
     assert cpu["Summed Time"] == ["9.1000", "4.1000", "2.22× slower"]
     assert cpu["Data Loading"] == ["4.5000", "0.2800", "16.07× slower"]
     assert cpu["Process Total (spawn to exit)"] == ["15.5000", "5.6000", "2.77× slower"]
+    # On cpu a note says why copy_to_device's per-call and in-run ratios differ; on cuda the copy is real.
+    lines = dict(sections)
+    assert report.COPY_ON_CPU_NOTE in lines["phasebench: the answer on cpu"]
+    assert report.COPY_ON_CPU_NOTE not in lines["phasebench: the answer on cuda"]
 
 
 def test_the_answer_has_a_column_per_implementation_and_a_ratio_per_reference():
@@ -348,3 +352,21 @@ def test_loops_concurrent_jobs_and_ensembles_are_tabled(tmp_path):
     assert ensembles["python-vmap", "16"][3:7] == ["4.800", "0.300", "0.12", "0.15"]
     assert ensembles["python", "16"][5:7] == ["1.00", "2.00"]  # a loop stays flat; python's reference is cpp's loop
     assert ensembles["cpp", "16"][5] == "—"  # no 1-model case of cpp in this result
+
+
+def test_page_faults_are_tabled_where_implementations_differ(tmp_path):
+    result = json.loads(COMPLETE.read_text())
+    faults = {("forward", "python"): 1.0, ("forward", "cpp"): 980.0, ("loss", "python"): 0.0, ("loss", "cpp"): 1.0}
+    for bench in result["benchmarks"]:
+        info = bench["extra_info"]
+        if info.get("device") == "cpu" and (info.get("phase"), info.get("implementation")) in faults:
+            info["minor_faults_per_round"] = faults[info["phase"], info["implementation"]]
+        if info.get("device") == "cpu" and info.get("phase") == "training_run":
+            info["free_running_minor_faults_per_step"] = {"python": 0.6, "cpp": 1040.0}[info["implementation"]]
+    out, _ = report.render(tmp_path / "faults.json", result, "markdown")
+    cpu = section(out, "cpu")
+    rows = {row[0]: row for row in markdown_rows(cpu, "**Page faults on cpu where implementations differ")}
+    assert rows["forward"][2:] == ["1.0", "980.0"]
+    assert rows["training_run (per step, free-running)"][2:] == ["0.6", "1040.0"]
+    assert "loss" not in rows  # one fault apart: alike
+    assert "alike in every implementation (within one fault or half): loss" in cpu

@@ -173,6 +173,12 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
         peak_device_bytes=[run["peak_device_bytes"] for run in runs + [free]],
         peak_device_median_bytes=(None if device == "cpu"
                                   else statistics.median(run["peak_device_bytes"] for run in runs + [free])),
+        # The worker's page faults across each train request, per timed round and in the free-running run
+        # (docs/page-faults.md): a trimmed heap faults its pages back in every step.
+        minor_faults=[run["minor_faults"] for run in runs] + [free["minor_faults"]],
+        major_faults=[run["major_faults"] for run in runs] + [free["major_faults"]],
+        minor_faults_per_step_median=round(statistics.median(run["minor_faults"] / run["steps"] for run in runs), 2),
+        free_running_minor_faults_per_step=round(free["minor_faults"] / free["steps"], 2),
     )
     for run in runs + [free]:
         assert run["peak_rss_bytes"] > 0, f"peak resident memory {run['peak_rss_bytes']}"

@@ -1,23 +1,32 @@
 """The utilization samplers (bench/utilization.py): aggregation, device selection and NVML errors
 against a fake NVML (the real pynvml module with its calls monkeypatched to scripted GPUs), the
-missing-library path against the real NVML of a machine without an NVIDIA driver, and the worker
-CPU figure against a real process."""
+missing-library path against the real NVML of a machine without an NVIDIA driver, the worker
+CPU figure against real processes (one, several, windows of a few ms, never above the cores they may use), and
+that every benchmark of the suite records it."""
 
+import ast
+import contextlib
+import json
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pynvml
 import pytest
 
 from bench import utilization
-from bench.utilization import CpuWindow, GpuWindow, Monitor, cpu_times, gpu_readers
+from bench.build import ROOT
+from bench.client import PhaseRound
+from bench.test_faults import _data_options, run_suite
+from bench.test_phases import phase_cpu
+from bench.utilization import CpuWindow, GpuWindow, Monitor, cpu_times, gpu_readers, process_cpu_ns
 
 US = 1_000_000
 PERIOD_US = 166_667  # a driver sampling period of 1/6 s
-CPU_KEYS = {"cores", "user_s", "system_s", "wall_s"}
+CPU_KEYS = {"cores", "cpu_s", "user_s", "system_s", "wall_s", "cores_available", "machine_other_cores"}
 GPU_SAMPLES, MEMORY_SAMPLES = pynvml.NVML_GPU_UTILIZATION_SAMPLES, pynvml.NVML_MEMORY_UTILIZATION_SAMPLES
 POWER_SAMPLES, CLOCK_SAMPLES = pynvml.NVML_TOTAL_POWER_SAMPLES, pynvml.NVML_PROCESSOR_CLK_SAMPLES
 
@@ -286,13 +295,216 @@ def test_worker_cpu_time_from_proc(tmp_path):
         assert child.stdout.readline() == "burnt\n"
         result = window.stop()
         user, system = cpu_times(child.pid)
+        so_far = process_cpu_ns(child.pid) / 1e9
         asleep = CpuWindow(child.pid)
         time.sleep(0.1)
         assert asleep.stop()["cores"] == 0
     finally:
         child.kill()
         child.wait()
-    busy = result["user_s"] + result["system_s"]
-    assert user + system >= 0.3 - utilization.CLOCK_TICK_S
-    assert 0.2 < busy <= user + system  # all but the child's start-up, which may precede the window
-    assert result["cores"] == pytest.approx(busy / result["wall_s"], abs=0.01)
+    assert user + system >= 0.3 - utilization.CLOCK_TICK_S and so_far >= 0.3
+    assert 0.2 < result["cpu_s"] <= so_far + 1e-6  # all but the child's start-up, which may precede the window
+    # /proc's ticks split it: user + system is the clock's figure within a tick of each, at either end.
+    assert result["user_s"] + result["system_s"] == pytest.approx(result["cpu_s"], abs=4 * utilization.CLOCK_TICK_S)
+    assert result["cores"] == pytest.approx(result["cpu_s"] / result["wall_s"], abs=0.001)
+    assert result["cores_available"] == len(os.sched_getaffinity(0))
+
+
+# -- the CPU figure over short windows, and of several workers ----------------------------------------------------
+
+# A stand-in worker: each line it reads asks it to burn that many ns of its CPU; it answers with what it burnt, and
+# waits, blocked, for the next line, as a worker waits for its next request.
+BURN_ON_REQUEST = """
+import sys, time
+for line in sys.stdin:
+    start = time.process_time_ns()
+    while time.process_time_ns() - start < int(line):
+        pass
+    print(time.process_time_ns() - start, flush=True)
+"""
+BURST_NS = 3_000_000
+
+
+@contextlib.contextmanager
+def burners(count: int):
+    children = [subprocess.Popen([sys.executable, "-c", BURN_ON_REQUEST], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True) for _ in range(count)]
+    try:
+        for child in children:
+            burn(child, 0)  # started: the next line finds it waiting
+        yield children
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
+
+
+def burn(child, ns: int) -> int:
+    """Asks a burner for `ns` of CPU; returns what it burnt once it waits, blocked, for the next request (its CPU
+    time counted to the nanosecond: a blocked process has none running since its last scheduler tick)."""
+    child.stdin.write(f"{ns}\n")
+    child.stdin.flush()
+    burnt = int(child.stdout.readline())
+    deadline = time.monotonic() + 10
+    while process_state(child.pid) != "S" and time.monotonic() < deadline:
+        time.sleep(0.0002)
+    return burnt
+
+
+def process_state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_window_of_a_few_ms_counts_what_the_worker_burnt():
+    """A 3 ms burst in a window of a few ms is counted within 1 ms. /proc's user + system time, which this figure
+    was before, counts 10 ms ticks: it read 0 or 10 ms of such a burst, 0 or over 2 cores (test_worker_overhead read
+    2.23 and 2.62 on 2 cores)."""
+    with burners(1) as (child,):
+        for _ in range(5):
+            window = CpuWindow(child.pid)
+            burnt = burn(child, BURST_NS) / 1e9
+            result = window.stop()
+            assert burnt <= result["cpu_s"] <= burnt + 0.001, result
+            assert result["cores"] == pytest.approx(result["cpu_s"] / result["wall_s"], abs=0.001)
+            assert 0 < result["cores"] <= 1, result
+
+
+def test_no_window_reads_more_cores_than_the_processes_may_use():
+    """A process whose threads never stop brings up to a scheduler tick of earlier CPU time per running thread into
+    a window (the kernel adds it only at the tick): windows of 1 ms read up to 4.8 cores on 2. The figure stops at
+    the cores the process may use; cpu_s / wall_s keeps what was read."""
+    spinning = "import hashlib, threading, time\n" \
+               "def spin():\n    while True: hashlib.sha256(bytes(1 << 20)).digest()\n" \
+               "for _ in range(3): threading.Thread(target=spin, daemon=True).start()\ntime.sleep(60)"
+    child = subprocess.Popen([sys.executable, "-c", spinning])
+    try:
+        time.sleep(0.3)
+        available = len(os.sched_getaffinity(child.pid))
+        results = []
+        for _ in range(50):
+            window = CpuWindow(child.pid)
+            time.sleep(0.001)
+            results.append(window.stop())
+    finally:
+        child.kill()
+        child.wait()
+    assert all(result["cores_available"] == available for result in results)
+    too_many = [result for result in results if not 0 <= result["cores"] <= available]
+    assert not too_many, f"{len(too_many)} of {len(results)} windows above {available} cores: {too_many[:3]}"
+
+
+def test_several_workers_together_and_each():
+    with burners(2) as children:
+        window = CpuWindow([child.pid for child in children])
+        burnt = [burn(child, BURST_NS) / 1e9 for child in children]
+        result = window.stop()
+    each = result["processes"]
+    assert [one["pid"] for one in each] == [child.pid for child in children]
+    for one, own in zip(each, burnt):
+        assert own <= one["cpu_s"] <= own + 0.001, one
+        assert set(one) == CPU_KEYS - {"wall_s", "machine_other_cores"} | {"pid"}
+        assert one["cores"] == pytest.approx(one["cpu_s"] / result["wall_s"], abs=0.001)
+    assert result["cpu_s"] == pytest.approx(sum(one["cpu_s"] for one in each), abs=2e-6)  # each rounded to 1 µs
+    assert result["cores"] == pytest.approx(result["cpu_s"] / result["wall_s"], abs=0.001)
+    assert result["cores_available"] == len(os.sched_getaffinity(0))
+
+
+def test_watching_several_workers_records_their_cpu():
+    """test_concurrent_jobs' workers: the device watched once, the CPU of every worker (it was null)."""
+    with burners(2) as children:
+        samplers, benchmark = monitor(), fake_benchmark(group="concurrent_jobs-2")
+        jobs = SimpleNamespace(pids=[child.pid for child in children], device="cpu", impl="python")
+        with samplers.watch(benchmark, jobs):
+            for child in children:
+                burn(child, BURST_NS)
+    cpu = benchmark.extra_info["cpu"]
+    assert set(cpu) == CPU_KEYS | {"processes"} and len(cpu["processes"]) == 2
+    assert cpu["cpu_s"] >= 2 * BURST_NS / 1e9 and benchmark.extra_info["gpu"] is None
+    assert samplers.summary_lines()[0] == f"concurrent_jobs-2: python-cpu CPU {cpu['cores']:.2f}"
+
+
+def test_phase_cpu_figures_stay_within_what_the_worker_can_use():
+    """A phase's CPU clocks are read just outside its wall clock: a body of 0.1 µs whose thread's CPU window held
+    0.54 µs read 5.42 cores of its one thread. Such a body is too short to say (null); a longer one is bounded by one
+    core for its thread and by the worker's cores for the process."""
+    short = [PhaseRound(100, 560, 542, {})] * 100
+    assert phase_cpu(short, cores=2) == {"phase_thread_cpu_cores": None, "phase_cpu_cores": None}
+    assert phase_cpu([PhaseRound(200_000, 0, 150_000, {})] * 100, cores=2)["phase_thread_cpu_cores"] == 0.75
+    clock_reads = [PhaseRound(200_000, 0, 202_000, {})] * 100  # 2 µs of clock reads in a 200 µs body's window
+    assert phase_cpu(clock_reads, cores=2)["phase_thread_cpu_cores"] == 1
+    # 20 ms bodies on 2 cores, another thread's earlier tick in the process clock: 2.2 read.
+    busy = [PhaseRound(20_000_000, 44_000_000, 20_000_000, {})] * 100
+    assert phase_cpu(busy, cores=2) == {"phase_thread_cpu_cores": 1, "phase_cpu_cores": 2}
+
+
+# -- every benchmark records it -------------------------------------------------------------------------------------
+
+def benchmark_tests() -> dict[str, list[str]]:
+    """{test function: its parameters} of every test of the suite that takes pytest-benchmark's fixture."""
+    found = {}
+    for path in sorted((ROOT / "bench").glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                arguments = [argument.arg for argument in node.args.args]
+                if "benchmark" in arguments:
+                    found[f"{path.name}::{node.name}"] = arguments
+    return found
+
+
+def test_every_benchmark_asks_for_utilization():
+    tests = benchmark_tests()
+    assert "test_concurrent_jobs.py::test_concurrent_jobs" in tests and len(tests) >= 6, tests
+    assert not [name for name, arguments in tests.items() if "utilization_of" not in arguments]
+
+
+# Written into the child suite's path: each benchmark's extra_info "cpu" and "gpu" after its test ran.
+EXTRA_INFO_PLUGIN = """
+import json, os
+import pytest
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    yield
+    benchmark = item.funcargs.get("benchmark")
+    if benchmark is not None:
+        with open(os.environ["PHASEBENCH_EXTRA_INFO"], "a") as out:
+            out.write(json.dumps({"test": item.nodeid, "cpu": benchmark.extra_info.get("cpu", "absent"),
+                                  "gpu": benchmark.extra_info.get("gpu", "absent")}) + "\\n")
+"""
+
+
+def test_every_benchmark_records_the_worker_cpu(pytestconfig, tmp_path):
+    """Each benchmark of the suite, once on cpu (python; 2 concurrent jobs), as the test command runs it: each saves
+    the CPU of the worker(s) it measured, never null (test_concurrent_jobs and test_loss_item saved null), and
+    no gpu object on cpu."""
+    (tmp_path / "phasebench_extra_info.py").write_text(EXTRA_INFO_PLUGIN)
+    recorded = tmp_path / "extra_info.jsonl"
+    run = run_suite(*sorted({f"bench/{name.split('::')[0]}" for name in benchmark_tests()}),
+                    "-k", "not test_phase or data_loading", "--impl", "python", "--device", "cpu", "--jobs", "2",
+                    "--models", "2", "--rounds", "2", "--warmup-rounds", "0", "--run-rounds", "1",
+                    "--benchmark-disable", "-p", "phasebench_extra_info", *_data_options(pytestconfig),
+                    env={"PHASEBENCH_EXTRA_INFO": str(recorded),
+                         "PYTHONPATH": os.pathsep.join(filter(None, (str(tmp_path), os.environ.get("PYTHONPATH"))))},
+                    timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    saved = {entry["test"].split("::")[-1]: entry for entry in map(json.loads, recorded.read_text().splitlines())}
+    functions = {name.split("[")[0] for name in saved}
+    assert functions == {name.split("::")[1] for name in benchmark_tests()}, sorted(saved)
+    nulls = [name for name, entry in saved.items() if not isinstance(entry["cpu"], dict) or entry["gpu"] is not None]
+    assert not nulls, {name: saved[name] for name in nulls}
+    assert len(saved["test_concurrent_jobs[python-cpu-2]"]["cpu"]["processes"]) == 2
+
+
+def test_what_other_processes_used_meanwhile_is_recorded():
+    """A burst of 0.6 s in a process not watched, inside a 1.1 s window of one that waits: the machine's other use
+    shows; a window under a second leaves it null."""
+    with burners(2) as (watched, other):
+        window = CpuWindow(watched.pid)
+        start = time.perf_counter()
+        burn(other, 600_000_000)
+        time.sleep(max(0.0, utilization.MACHINE_OTHER_MIN_WALL_S + 0.1 - (time.perf_counter() - start)))
+        result = window.stop()
+        short = CpuWindow(watched.pid)
+        assert short.stop()["machine_other_cores"] is None
+    assert result["cpu_s"] < 0.01 and result["machine_other_cores"] >= 0.4, result

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import resource
 import shutil
 import statistics
 import sys
@@ -96,6 +97,12 @@ class CapturedStep(NamedTuple):
     loss: torch.Tensor
 
 
+def page_faults() -> tuple[int, int]:
+    """The process's (minor, major) page faults so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_minflt, usage.ru_majflt
+
+
 def busy_wait(ns: int) -> None:
     """Spin, not sleep: a test slowdown must compete for the CPU as real work does."""
     end = time.perf_counter_ns() + ns
@@ -125,6 +132,7 @@ class Trainer:
                  loader: str = "published", optimizer: str = "sgd", ensemble: str = "loop", step: str = "eager",
                  fallback_random: bool = False):
         check_split(f"{root}/MNIST/raw", "train")
+        check_split(f"{root}/MNIST/raw", "t10k")
         if optimizer not in OPTIMIZER_FLAGS:
             raise ValueError(f"unknown optimizer '{optimizer}': {', '.join(OPTIMIZER_FLAGS)}")
         if ensemble not in ENSEMBLE_KINDS:
@@ -148,6 +156,9 @@ class Trainer:
             torch.cuda.set_device(self.device)  # so that the cheapest synchronization is the right one
             self.device = torch.device("cuda", torch.cuda.current_device())
         self.loader = loaders.make(loader, root, batch_size, self.device)
+        # Both splits before training, as the published programs open them (cpp/phasebench.cpp says what
+        # this does to glibc's heap in the C++ worker; docs/page-faults.md).
+        self.test_set = loaders.mnist(root, train=False)
         if threads > 0:
             torch.set_num_threads(threads)
         torch.manual_seed(seed)
@@ -435,8 +446,9 @@ class Trainer:
     def threads(self) -> int:
         return torch.get_num_threads()
 
-    def run_phase(self, name: str) -> tuple[int, int, int, dict]:
-        """Prepare the phase untimed, time its body; returns (ns, process CPU ns, thread CPU ns, product)."""
+    def run_phase(self, name: str) -> tuple[int, int, int, dict, dict]:
+        """Prepare the phase untimed, time its body; returns (ns, process CPU ns, thread CPU ns, product, the
+        process's page faults across the round: {"minor_faults", "major_faults"})."""
         phase = PHASE_BY_NAME.get(name)
         if phase is None:
             raise ValueError(f"unknown phase '{name}'")
@@ -459,11 +471,15 @@ class Trainer:
             phase.prepare(self)
         leftovers = None if continuing else sum(ref() is not None for ref in earlier)
         del earlier
+        # Page faults across the round, read outside the clock (a system call each).
+        before = page_faults()
         ns, cpu_ns, thread_ns = self.timed(self.bodies[name])
+        after = page_faults()
         self.last_phase = name
         if name in ONE_SHOT_PHASES:
             self.one_shot_done = True
-        return ns, cpu_ns, thread_ns, phase.product(self) | {"leftovers": leftovers}
+        faults = {"minor_faults": after[0] - before[0], "major_faults": after[1] - before[1]}
+        return ns, cpu_ns, thread_ns, phase.product(self) | {"leftovers": leftovers}, faults
 
     # -- equivalence and the full run --------------------------------------------------------
     def layout(self) -> list[tuple[str, list[int]]]:
@@ -512,8 +528,7 @@ class Trainer:
         return losses
 
     def evaluate(self) -> tuple[float, float]:
-        check_split(f"{self.root}/MNIST/raw", "t10k")
-        test_set = loaders.mnist(self.root, train=False)
+        test_set = self.test_set
         self.model.eval()
         loss_sum, correct = 0.0, 0
         with torch.no_grad():

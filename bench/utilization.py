@@ -3,9 +3,11 @@
 The samplers run in the pytest process, never in the worker, and only read counters the kernel and
 the driver keep anyway, so they take no time from the phases, which are timed inside the worker.
 
-- CPU, on every device: the worker's user + system time (all its threads) from /proc/<pid>/stat,
-  over the wall time of the benchmark, in cores (1.0 = one core busy throughout). The kernel counts
-  in clock ticks (usually 10 ms), so a benchmark shorter than a few hundred ms gives a coarse figure.
+- CPU, on every device: the worker's CPU time (all its threads) from its process CPU clock, to the
+  nanosecond, over the wall time of the benchmark, in cores (1.0 = one core busy throughout), never more
+  than the cores it may run on (CpuWindow says why it could read more); with several workers (concurrent
+  jobs), theirs together and each one's. /proc/<pid>/stat's user and system times, in clock ticks
+  (usually 10 ms), give the split between the two.
 - GPU, on cuda: NVML (nvidia-ml-py, imported as pynvml) on the worker's GPU, found by the PCI bus id
   of its cuda device, never by index order (NVML numbers GPUs its own way and ignores
   CUDA_VISIBLE_DEVICES). A thread samples it every POLL_INTERVAL_S while the benchmark runs.
@@ -39,6 +41,11 @@ from pathlib import Path
 
 POLL_INTERVAL_S = 0.1
 CLOCK_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+# A phase's thread CPU (bench/test_phases.py, phase_cpu): the worker reads its CPU clocks just outside its two
+# wall-clock reads (so that they stay out of the timed body), and each round's CPU window holds those reads too
+# (a system call each): 0.35 to 2 µs of the thread's CPU a round on this 2-core machine, as much as a 1 µs body,
+# which read 2.79 cores of its one thread (copy_to_device, cpp on cpu). From 100 µs on it is about 2 % of the body.
+THREAD_CPU_MIN_BODY_S = 1e-4
 # The member of NVML's value union that each nvmlValueType_t fills (NVML_VALUE_TYPE_DOUBLE = 0, ...).
 VALUE_FIELDS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
 OFF_REASON = "utilization sampling turned off (--no-utilization)"
@@ -55,28 +62,91 @@ def summarize(values: list[float]) -> dict:
 # --- CPU -------------------------------------------------------------------------------------------
 
 def cpu_times(pid: int) -> tuple[float, float]:
-    """User and system CPU seconds of a process so far, all its threads together."""
+    """User and system CPU seconds of a process so far, all its threads together, in clock ticks (10 ms)."""
     with open(f"/proc/{pid}/stat") as stat:
         # The command name, field 2, may hold spaces: count from the ")" that closes it (field 3 is at 0).
         fields = stat.read().rsplit(")", 1)[1].split()
     return int(fields[11]) * CLOCK_TICK_S, int(fields[12]) * CLOCK_TICK_S  # utime, stime: fields 14, 15
 
 
+def process_cpu_clock(pid: int) -> int:
+    """The clock id of process `pid`'s CPU time, all its threads (what clock_getcpuclockid(3) returns:
+    Linux's MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED))."""
+    return (~pid << 3) | 2
+
+
+def process_cpu_ns(pid: int) -> int:
+    """CPU nanoseconds of a process so far, all its threads, exited ones included: the scheduler's own count,
+    to the nanosecond but for the time a thread has been running since its last scheduler tick (1–10 ms), which the
+    kernel adds only at that tick when another process asks. OSError once the process is gone."""
+    return time.clock_gettime_ns(process_cpu_clock(pid))
+
+
+def machine_busy_s() -> float:
+    """The CPU seconds every process on the machine has used so far (/proc/stat's user, nice, system, irq and
+    softirq, all CPUs), in clock ticks."""
+    with open("/proc/stat") as stat:
+        fields = [int(field) for field in stat.readline().split()[1:8]]
+    return (fields[0] + fields[1] + fields[2] + fields[5] + fields[6]) * CLOCK_TICK_S
+
+
+# Below this the machine's ticks (10 ms, per CPU) say too little of what the other processes used.
+MACHINE_OTHER_MIN_WALL_S = 1.0
+
+
+def cores_available(pids) -> int:
+    """The cores the processes may run on together (their CPU affinity)."""
+    return len(set().union(*(os.sched_getaffinity(pid) for pid in pids)))
+
+
 class CpuWindow:
-    def __init__(self, pid: int):
-        self.pid = pid
-        self.user, self.system = cpu_times(pid)
+    """The CPU time of one or more processes (all their threads) across a window, in cores of the window's wall time.
+
+    The CPU time is the processes' CPU clock (process_cpu_ns), read inside the wall-clock window (wall, CPU
+    at the start; CPU, wall at the end), so the time divided is never shorter than the time counted. /proc's
+    user and system times count 10 ms clock ticks, and a window of a few ms read 0 or 1 of them: 2.23 cores
+    for one worker on 2 cores (test_worker_overhead); they remain only for the user/system split. A process
+    running when the window starts may still bring up to one scheduler tick of earlier time per running thread,
+    so a short window can read more than the processes' cores: `cores` is then the cores available, and
+    cpu_s / wall_s what was read. With several processes, `processes` holds each one's figures over the same
+    window, and the totals are theirs together.
+
+    `machine_other_cores` is what everything else on the machine used meanwhile (pytest included), in cores: a
+    benchmark that shared its cores with other work shows it (one busy process made a one-job epoch of python
+    on 2 cores 2.4x as long, two 4.8x, as its two intra-op threads wait for each other at every barrier). It is
+    null for windows under MACHINE_OTHER_MIN_WALL_S."""
+
+    def __init__(self, pids):
+        self.pids = [pids] if isinstance(pids, int) else list(pids)
+        self.available = {pid: cores_available([pid]) for pid in self.pids}
         self.started = time.perf_counter()
+        self.machine = machine_busy_s()
+        self.ticks = [cpu_times(pid) for pid in self.pids]
+        self.cpu = [process_cpu_ns(pid) for pid in self.pids]
+
+    @staticmethod
+    def _figures(cpu_ns: int, user: float, system: float, wall: float, available: int) -> dict:
+        return {"cores": round(min(cpu_ns / 1e9 / wall, float(available)), 3), "cpu_s": round(cpu_ns / 1e9, 6),
+                "user_s": round(user, 3), "system_s": round(system, 3), "cores_available": available}
 
     def stop(self) -> dict | None:
-        wall = time.perf_counter() - self.started
         try:
-            user, system = cpu_times(self.pid)
-        except OSError:  # the worker died during the benchmark, which fails it anyway
+            cpu = [process_cpu_ns(pid) - before for pid, before in zip(self.pids, self.cpu)]
+            ticks = [cpu_times(pid) for pid in self.pids]
+        except OSError:  # a worker died during the benchmark, which fails it anyway
             return None
-        user, system = user - self.user, system - self.system
-        return {"cores": round((user + system) / wall, 3), "user_s": round(user, 3), "system_s": round(system, 3),
-                "wall_s": round(wall, 6)}
+        machine = machine_busy_s() - self.machine
+        wall = time.perf_counter() - self.started
+        each = [self._figures(ns, user - user0, system - system0, wall, self.available[pid]) | {"pid": pid}
+                for pid, ns, (user, system), (user0, system0) in zip(self.pids, cpu, ticks, self.ticks)]
+        total = self._figures(sum(cpu), sum(f["user_s"] for f in each), sum(f["system_s"] for f in each), wall,
+                              cores_available(self.pids))
+        total["wall_s"] = round(wall, 6)
+        total["machine_other_cores"] = (round(max(0.0, machine - sum(cpu) / 1e9) / wall, 2)
+                                        if wall >= MACHINE_OTHER_MIN_WALL_S else None)
+        if len(self.pids) > 1:
+            total["processes"] = each
+        return total
 
 
 # --- GPU -------------------------------------------------------------------------------------------
@@ -332,7 +402,9 @@ class Monitor:
     @contextmanager
     def watch(self, benchmark, worker):
         """Samples `worker`'s CPU and GPU while the block runs (the benchmark's rounds) and puts
-        the results in benchmark.extra_info["cpu"] and ["gpu"] (null on cpu or without NVML)."""
+        the results in benchmark.extra_info["cpu"] and ["gpu"] (null on cpu or without NVML).
+        `worker` has a device and a pid, or `pids`: several workers whose CPU is taken together and each
+        (test_concurrent_jobs); with neither, several workers of which none is known (cpu null)."""
         if not self.sampling:
             yield
             benchmark.extra_info.update(gpu=None, cpu=None)
@@ -341,7 +413,8 @@ class Monitor:
         if gpu:
             gpu.start()
         try:
-            cpu = CpuWindow(worker.pid) if worker.pid else None  # no pid: several workers, none the case's own
+            pids = getattr(worker, "pids", None) or ([worker.pid] if worker.pid else [])
+            cpu = CpuWindow(pids) if pids else None  # no pid: several workers, none the case's own
             yield
             cpu_result = cpu.stop() if cpu else None
         finally:

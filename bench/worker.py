@@ -107,19 +107,23 @@ def faults_for(impl: str) -> dict[str, str]:
 def on_the_shared_clock(work):
     """Runs work(); returns its result and when it started and ended on CLOCK_MONOTONIC (perf_counter_ns, which
     every process on the machine shares, so test_concurrent_jobs can line jobs up), with the process CPU time
-    across it (all threads)."""
+    across it (all threads) and its page faults (minor and major, read outside the clocks)."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
     cpu_start, started = time.process_time_ns(), time.perf_counter_ns()
     result = work()
     ended = time.perf_counter_ns()
-    return result, {"started_at_ns": started, "ended_at_ns": ended, "request_cpu_ns": time.process_time_ns() - cpu_start}
+    cpu_ns = time.process_time_ns() - cpu_start
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return result, {"started_at_ns": started, "ended_at_ns": ended, "request_cpu_ns": cpu_ns,
+                    "minor_faults": after.ru_minflt - before.ru_minflt, "major_faults": after.ru_majflt - before.ru_majflt}
 
 
 def handle(adapter, request: dict) -> dict:
     command = request["cmd"]
     trainer = adapter.trainer
     if command == "phase":
-        ns, cpu_ns, thread_cpu_ns, product = trainer.run_phase(request["name"])
-        return {"ns": ns, "cpu_ns": cpu_ns, "thread_cpu_ns": thread_cpu_ns, "product": product}
+        ns, cpu_ns, thread_cpu_ns, product, faults = trainer.run_phase(request["name"])
+        return {"ns": ns, "cpu_ns": cpu_ns, "thread_cpu_ns": thread_cpu_ns, "product": product} | faults
     if command == "phase_names":
         return {"names": adapter.phase_names()}
     if command == "layout":

@@ -16,7 +16,7 @@ extern "C" {
 #define PB_ERROR 1
 /* Bumped whenever a struct or a signature below changes: bench/cpp_lib.py refuses a library whose
  * pb_abi_version() differs (or that lacks it), instead of misreading memory. */
-#define PB_ABI_VERSION 3
+#define PB_ABI_VERSION 4
 
 /* Opaque: one model, optimizer and data loader. A handle is a token (a slot and a generation),
  * never an address to dereference; a destroyed session's token stays refused. */
@@ -62,6 +62,8 @@ typedef struct {
     double recompute_error;  /* forward: max |output - the model run again with the same draws| */
     double update_error;     /* param_update: max |w - (w0 - lr * buf)| of conv1.weight */
     double moved;            /* param_update: max |w - w0| of conv1.weight */
+    int64_t minor_faults;    /* the process's minor and major page faults across the round (getrusage, */
+    int64_t major_faults;    /* read just outside the clock) */
 } pb_result;
 
 const char* pb_last_error(void);
