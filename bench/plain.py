@@ -31,9 +31,9 @@ LANGUAGES = {"cpp": "cpp", "python": "python"}  # language: the suite's publishe
 ROUND_TIMEOUT_S = 1800.0
 
 
-def plain_run(language: str, source: data.DataSource, epochs: int, threads: int, log: str) -> dict:
+def plain_run(language: str, source: data.DataSource, epochs: int, threads: int, log: str, max_steps: int = 0) -> dict:
     """One run of the plain program of `language`: its figures (steps, loop_ns, minor_faults, major_faults)."""
-    common = ["--epochs", str(epochs), "--threads", str(threads), "--log", log]
+    common = ["--epochs", str(epochs), "--threads", str(threads), "--log", log, "--max-steps", str(max_steps)]
     if language == "cpp":
         command = [str(build.plain_program_path()), source.raw_dir] + common
     else:
@@ -57,6 +57,29 @@ def suite_run(language: str, source: data.DataSource, epochs: int, threads: int,
         worker.stop()
     return {"language": language, "steps": reply["steps"], "loop_ns": reply["loop_ns"],
             "minor_faults": reply["minor_faults"], "major_faults": reply["major_faults"]}
+
+
+def tree_state() -> dict:
+    """The commit measured and whether the tree had changes (a figure is published only from a clean one)."""
+    def git(*args):
+        done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT)
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    status = git("status", "--porcelain")
+    return {"commit": git("rev-parse", "HEAD"), "dirty": None if status is None else bool(status)}
+
+
+def versions() -> dict:
+    """Python's, and torch's and torchvision's as installed (read without importing them)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {"python": sys.version.split()[0]}
+    for package in ("torch", "torchvision"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = None
+    return found
 
 
 def summary(pairs: list[dict]) -> dict:
@@ -108,8 +131,8 @@ def main(argv=None) -> int:
                       f"({pair['plain']['minor_faults']:>8} faults), suite {pair['suite']['loop_ns'] / 1e9:6.2f} s "
                       f"({pair['suite']['minor_faults']:>8} faults), suite/plain {ratio:.3f}", flush=True)
                 pairs.append(pair)
-    result = {"dataset": source.name, "epochs": args.epochs, "threads": args.threads, "pairs": pairs,
-              "summary": summary(pairs)}
+    result = {"tree": tree_state(), "versions": versions(), "dataset": source.name, "epochs": args.epochs,
+              "threads": args.threads, "pairs": pairs, "summary": summary(pairs)}
     for language, figures in result["summary"].items():
         print(f"{language}: suite/plain median {figures['median_ratio']:.3f} (pairs {figures['ratios']})")
     if args.out:
