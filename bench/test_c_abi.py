@@ -18,6 +18,8 @@ import os
 import re
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -234,5 +236,64 @@ def test_the_library_builds_without_warnings(cpp_library):
     assert not warnings.exists(), f"the C++ build printed warnings:\n{warnings.read_text()}"
 
 
+SLOW_NS = 100_000_000  # the slow knob's spin in lifetime_checks: far above three forward passes here
+BUSY_STEPS = 400  # a training run that is still going when pb_destroy is called from another thread
+
+
+def lifetime_checks(library: str, root: str) -> None:
+    """The child process for test_the_library_keeps_no_caller_string_and_refuses_to_destroy_a_session_in_use: one
+    JSON line of what it saw."""
+    lib = cpp_lib.load(library)
+    seen = {}
+    # The caller's strings: pb_options.slow_phase names no phase at pb_create; the caller then writes "forward"
+    # into the same memory. A library that kept the pointer would slow forward in pb_train.
+    name = ctypes.create_string_buffer(b"no_such_phase", 32)
+    options = _with(_options(f"{root}/MNIST/raw"), slow_phase=ctypes.cast(name, ctypes.c_char_p), slow_ns=SLOW_NS)
+    handle = ctypes.c_void_p()
+    assert lib.pb_create(ctypes.byref(options), ctypes.byref(handle)) == cpp_lib.PB_OK, lib.pb_last_error()
+    name.value = b"forward"
+    trainer = cpp_lib.CppTrainer.__new__(cpp_lib.CppTrainer)
+    trainer.lib, trainer.handle = lib, handle
+    totals, steps, _, _ = trainer.train(1, True, max_steps=3)
+    seen["forward_ns_for_3_steps"] = totals["forward"]
+    # A session in use: pb_destroy from this thread while another thread is inside pb_train (ctypes releases the
+    # GIL for the call) is refused, and the run finishes; once it has returned, pb_destroy succeeds.
+    started = threading.Event()
+    outcome = {}
+
+    def train():
+        started.set()
+        outcome["train"] = trainer.train(1, False, max_steps=BUSY_STEPS)[1]
+
+    runner = threading.Thread(target=train)
+    runner.start()
+    started.wait()
+    time.sleep(0.3)
+    seen["destroy_during_train"] = (lib.pb_destroy(handle), lib.pb_last_error().decode(), runner.is_alive())
+    runner.join()
+    seen["steps_trained"] = outcome.get("train")
+    seen["destroy_after_train"] = (lib.pb_destroy(handle), lib.pb_last_error().decode())
+    print(json.dumps(seen), flush=True)
+
+
+def test_the_library_keeps_no_caller_string_and_refuses_to_destroy_a_session_in_use(cpp_library, settings):
+    child = subprocess.run([sys.executable, "-m", "bench.test_c_abi", "--lifetime", cpp_library, settings.source.root],
+                           cwd=ROOT, env=os.environ | build.sanitizer_runtime_env(), capture_output=True, text=True,
+                           timeout=300)
+    assert child.returncode == 0, f"the child died with {describe_exit(child.returncode)}:\n{child.stderr[-3000:]}"
+    seen = json.loads(child.stdout.strip().splitlines()[-1])
+    assert seen["forward_ns_for_3_steps"] < 3 * SLOW_NS, (
+        f"forward took {seen['forward_ns_for_3_steps']} ns in 3 steps: the library read pb_options.slow_phase after "
+        f"pb_create returned, from memory the caller had changed since")
+    status, message, still_training = seen["destroy_during_train"]
+    assert still_training, "the training run ended before pb_destroy was tried: make BUSY_STEPS larger"
+    assert status == PB_ERROR and "session busy" in message, f"pb_destroy during pb_train: {status}, {message!r}"
+    assert seen["steps_trained"] == BUSY_STEPS
+    assert seen["destroy_after_train"][0] == cpp_lib.PB_OK, seen["destroy_after_train"]
+
+
 if __name__ == "__main__":
-    run_probes(*sys.argv[1:])
+    if sys.argv[1] == "--lifetime":
+        lifetime_checks(*sys.argv[2:])
+    else:
+        run_probes(*sys.argv[1:])

@@ -312,6 +312,7 @@ class Trainer {
         batch_size_(options.batch_size),
         loader_kind_(options.loader ? options.loader : "published"),
         step_kind_(options.step ? options.step : "eager"),
+        slow_phase_(options.slow_phase ? options.slow_phase : ""),
         mnist_(load_mnist(options.data_root ? options.data_root : "", /*train=*/true)),
         // Both splits before training, as the published program opens them. It also sets glibc's heap
         // behaviour for the whole run: freeing the test images' 7.8 MB read buffer (an mmap'd block under
@@ -346,9 +347,11 @@ class Trainer {
     dataset_size_ = mnist_.size().value();
     build_model();
     phases_ = make_phases();
-    const std::string slow_phase = options.slow_phase ? options.slow_phase : "";
     for (auto& phase : phases_)
-      if (phase.name == slow_phase) phase.body = slowed(phase.body);
+      if (phase.name == slow_phase_) phase.body = slowed(phase.body);
+    // The caller's strings are its own after pb_create returns: what is needed later was copied above.
+    options_.data_root = options_.device = options_.log_path = options_.slow_phase = options_.loader =
+        options_.step = nullptr;
   }
   ~Trainer() {
     if (log_) std::fclose(log_);
@@ -539,7 +542,7 @@ class Trainer {
         if (phases_[i].name == name) return i;
       throw std::logic_error(std::string("no phase ") + name);
     };
-    const std::string slow_phase = options_.slow_phase ? options_.slow_phase : "";
+    const std::string& slow_phase = slow_phase_;
     // Each phase's body and where its total goes, made once: nothing but the step in the loop.
     // A one-shot phase (graph_capture) is timed even free-running: once, outside any step, so that a reader
     // can take it out of the loop's time.
@@ -1020,6 +1023,7 @@ class Trainer {
   int64_t width_, batch_size_;
   std::string loader_kind_;
   std::string step_kind_;  // "eager" or "graphs"
+  std::string slow_phase_;  // test-only: the phase the slow knob slows (pb_options.slow_phase, copied)
   torch::data::datasets::MNIST mnist_;
   torch::data::datasets::MNIST test_;
   std::unique_ptr<BatchSource> source_;
@@ -1063,7 +1067,7 @@ thread_local std::string last_error;
 // new generation, so the handle of a destroyed session is refused even when a newer session lives in
 // its slot (a freed address, by contrast, is soon handed out again).
 struct Slot {
-  std::unique_ptr<pb_session> session;
+  std::shared_ptr<pb_session> session;  // shared with the calls using it (session_of)
   uint32_t generation = 0;
 };
 std::mutex live_mutex;
@@ -1103,9 +1107,12 @@ int guarded(F&& f) noexcept {
   return PB_ERROR;
 }
 
-Trainer& trainer_of(pb_session* session) {
+// The session a handle names, held for one call: taken under the lock, which is released before the call
+// does its work, so that calls on different sessions never wait for each other and pb_destroy can see that a
+// session is in use (it refuses, "session busy") instead of freeing it under a running call.
+std::shared_ptr<pb_session> session_of(pb_session* session) {
   std::lock_guard<std::mutex> lock(live_mutex);
-  return slot_of(session).session->trainer;
+  return slot_of(session).session;
 }
 
 template <class T>
@@ -1144,7 +1151,7 @@ int pb_create(const pb_options* options, pb_session** out) {
                                   ": the bindings and the library come from different sources");
     require(options->data_root, "data_root");
     *out = nullptr;
-    auto session = std::unique_ptr<pb_session>(new pb_session{Trainer(*options)});
+    auto session = std::shared_ptr<pb_session>(new pb_session{Trainer(*options)});
     std::lock_guard<std::mutex> lock(live_mutex);
     auto slot = std::find_if(live_sessions.begin(), live_sessions.end(),
                              [](const Slot& s) { return !s.session; });
@@ -1160,9 +1167,13 @@ int pb_create(const pb_options* options, pb_session** out) {
 
 int pb_destroy(pb_session* session) {
   return guarded([&] {
-    std::unique_ptr<pb_session> destroyed;  // freed last, after the lock is released
+    std::shared_ptr<pb_session> destroyed;  // freed last, after the lock is released
     std::lock_guard<std::mutex> lock(live_mutex);
-    destroyed = std::move(slot_of(session).session);
+    auto& slot = slot_of(session);
+    // Every other reference is a call's, taken under this lock: none can start while it is held.
+    if (slot.session.use_count() > 1)
+      throw std::runtime_error("session busy: another call is using it; destroy it once that call has returned");
+    destroyed = std::move(slot.session);
   });
 }
 
@@ -1174,7 +1185,8 @@ bool listed(const Phase& phase) { return phase.name != "noop" && phase.name != "
 int pb_phase_names(pb_session* session, char* buffer, int64_t capacity) {
   return guarded([&] {
     std::string names;
-    for (const auto& phase : trainer_of(session).phases())
+    const auto held = session_of(session);
+    for (const auto& phase : held->trainer.phases())
       if (listed(phase)) names += (names.empty() ? "" : ",") + phase.name;
     copy_out(names, buffer, capacity);
   });
@@ -1182,7 +1194,7 @@ int pb_phase_names(pb_session* session, char* buffer, int64_t capacity) {
 
 int pb_threads(pb_session* session, int32_t* threads) {
   return guarded([&] {
-    trainer_of(session);
+    session_of(session);
     require(threads, "thread count output");
     *threads = torch::get_num_threads();
   });
@@ -1190,7 +1202,8 @@ int pb_threads(pb_session* session, int32_t* threads) {
 
 int pb_run_phase(pb_session* session, const char* phase, int64_t* duration_ns, pb_result* result) {
   return guarded([&] {
-    auto& trainer = trainer_of(session);
+    const auto held = session_of(session);
+    auto& trainer = held->trainer;
     require(phase, "phase name");
     require(duration_ns, "duration output");
     *duration_ns = trainer.run_phase(phase, result).ns;
@@ -1199,7 +1212,8 @@ int pb_run_phase(pb_session* session, const char* phase, int64_t* duration_ns, p
 
 int pb_timer_floor(pb_session* session, int64_t* duration_ns) {
   return guarded([&] {
-    auto& trainer = trainer_of(session);
+    const auto held = session_of(session);
+    auto& trainer = held->trainer;
     require(duration_ns, "duration output");
     *duration_ns = trainer.timer_floor();
   });
@@ -1207,7 +1221,8 @@ int pb_timer_floor(pb_session* session, int64_t* duration_ns) {
 
 int pb_param_count(pb_session* session, int64_t* count) {
   return guarded([&] {
-    auto& trainer = trainer_of(session);
+    const auto held = session_of(session);
+    auto& trainer = held->trainer;
     require(count, "count output");
     *count = 0;
     for (const auto& p : trainer.parameters()) *count += p.numel();
@@ -1215,7 +1230,7 @@ int pb_param_count(pb_session* session, int64_t* count) {
 }
 
 int pb_param_layout(pb_session* session, char* buffer, int64_t capacity) {
-  return guarded([&] { copy_out(trainer_of(session).layout(), buffer, capacity); });
+  return guarded([&] { copy_out(session_of(session)->trainer.layout(), buffer, capacity); });
 }
 
 namespace {
@@ -1230,7 +1245,7 @@ std::vector<torch::Tensor> checked_params(std::vector<torch::Tensor> params, con
   return params;
 }
 std::vector<torch::Tensor> params_for(pb_session* session, const float* values, int64_t count) {
-  return checked_params(trainer_of(session).parameters(), values, count);
+  return checked_params(session_of(session)->trainer.parameters(), values, count);
 }
 void copy_params_out(const std::vector<torch::Tensor>& params, float* values) {
   int64_t offset = 0;
@@ -1260,7 +1275,8 @@ int pb_set_params(pb_session* session, const float* values, int64_t count) {
 
 int pb_epoch_batches(pb_session* session, int64_t* count) {
   return guarded([&] {
-    auto& trainer = trainer_of(session);
+    const auto held = session_of(session);
+    auto& trainer = held->trainer;
     require(count, "count output");
     *count = trainer.epoch_batches();
   });
@@ -1269,7 +1285,8 @@ int pb_epoch_batches(pb_session* session, int64_t* count) {
 int pb_get_batch(pb_session* session, int64_t index, float* images, int64_t* labels, int64_t capacity,
                  int64_t* batch_size) {
   return guarded([&] {
-    auto& trainer = trainer_of(session);
+    const auto held = session_of(session);
+    auto& trainer = held->trainer;
     require(images, "image buffer");
     require(labels, "label buffer");
     require(batch_size, "batch size output");
@@ -1287,7 +1304,8 @@ int pb_get_batch(pb_session* session, int64_t index, float* images, int64_t* lab
 
 int pb_train_steps(pb_session* session, int64_t steps, double* losses) {
   return guarded([&] {
-    auto& trainer = trainer_of(session);
+    const auto held = session_of(session);
+    auto& trainer = held->trainer;
     require(losses, "loss buffer");
     for (int64_t i = 0; i < steps; ++i) {
       trainer.advance();
@@ -1298,7 +1316,8 @@ int pb_train_steps(pb_session* session, int64_t steps, double* losses) {
 
 int pb_evaluate(pb_session* session, double* accuracy, double* mean_loss) {
   return guarded([&] {
-    auto& trainer = trainer_of(session);
+    const auto held = session_of(session);
+    auto& trainer = held->trainer;
     require(accuracy, "accuracy output");
     require(mean_loss, "loss output");
     std::tie(*accuracy, *mean_loss) = trainer.evaluate();
@@ -1307,20 +1326,22 @@ int pb_evaluate(pb_session* session, double* accuracy, double* mean_loss) {
 
 int pb_peak_device_memory(pb_session* session, int64_t* bytes) {
   return guarded([&] {
-    auto& trainer = trainer_of(session);
+    const auto held = session_of(session);
+    auto& trainer = held->trainer;
     require(bytes, "bytes output");
     *bytes = trainer.peak_device_memory();
   });
 }
 
 int pb_ensemble_create(pb_session* session, int64_t models) {
-  return guarded([&] { trainer_of(session).start_ensemble(models); });
+  return guarded([&] { session_of(session)->trainer.start_ensemble(models); });
 }
 
 int pb_ensemble_step(pb_session* session, int64_t* duration_ns, int64_t* cpu_ns, int64_t* thread_cpu_ns,
                      double* losses, int64_t capacity) {
   return guarded([&] {
-    auto& trainer = trainer_of(session);
+    const auto held = session_of(session);
+    auto& trainer = held->trainer;
     require(duration_ns, "duration output");
     require(cpu_ns, "CPU time output");
     require(thread_cpu_ns, "thread CPU time output");
@@ -1339,18 +1360,19 @@ int pb_ensemble_step(pb_session* session, int64_t* duration_ns, int64_t* cpu_ns,
 
 int pb_ensemble_get_params(pb_session* session, int64_t member, float* values, int64_t count) {
   return guarded([&] {
-    copy_params_out(checked_params(trainer_of(session).ensemble_parameters(member), values, count), values);
+    copy_params_out(checked_params(session_of(session)->trainer.ensemble_parameters(member), values, count), values);
   });
 }
 
 int pb_ensemble_destroy(pb_session* session) {
-  return guarded([&] { trainer_of(session).stop_ensemble(); });
+  return guarded([&] { session_of(session)->trainer.stop_ensemble(); });
 }
 
 int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t max_steps, int64_t* phase_ns,
              int64_t phase_capacity, int64_t* steps, int64_t* loop_ns, int64_t* cpu_ns) {
   return guarded([&] {
-    auto& trainer = trainer_of(session);
+    const auto held = session_of(session);
+    auto& trainer = held->trainer;
     require(phase_ns, "phase time buffer");
     require(steps, "step count output");
     require(loop_ns, "loop time output");

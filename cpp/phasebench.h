@@ -71,7 +71,11 @@ const char* pb_last_error(void);
 /* PB_ABI_VERSION as this library was built. */
 int pb_abi_version(int32_t* version);
 
+/* The library copies what it needs of the options' strings: the caller may free or change them once pb_create
+ * has returned. */
 int pb_create(const pb_options* options, pb_session** out);
+/* Refused ("session busy") while another thread's call is using the session; no call ever holds the library's
+ * lock for its whole length, so calls on different sessions never wait for one another. */
 int pb_destroy(pb_session* session);
 
 /* Comma-separated training phase names, in order, as this library implements them. */
