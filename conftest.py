@@ -7,12 +7,17 @@ checkout that was not installed loads it from here.
 from __future__ import annotations
 
 from functools import partial
+from typing import TYPE_CHECKING
 
 import pytest
 
 from bench import build, implementations
 from bench.client import Worker, WorkerPool
-from bench.workload import DEFAULT as DEFAULT_WORKLOAD, Workload
+from bench.workload import DEFAULT as DEFAULT_WORKLOAD
+from bench.workload import Workload
+
+if TYPE_CHECKING:  # an annotation only: the plugin is loaded by pytest, not imported here
+    from bench.plugin import Settings
 
 pytest_plugins = ["bench.plugin"]  # already registered under this name when installed (pyproject.toml)
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from bench import build, implementations
-from bench.workload import DEFAULT as DEFAULT_WORKLOAD, Workload
+from bench.workload import DEFAULT as DEFAULT_WORKLOAD
+from bench.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 # A sanitizer report runs from "==PID==ERROR: AddressSanitizer: ..." to "==PID==ABORTING"; its cause is at

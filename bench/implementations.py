@@ -33,6 +33,11 @@ COMPILE_PHASES = TRAINING_PHASES + ("compile",)
 CUDA_ONLY_GRAPHS = "CUDA graphs capture CUDA work: there is nothing to capture on cpu"
 
 
+# What python-workers' data_loading times (recorded in its results' extra_info["note"]).
+WORKERS_DATA_LOADING = ("data_loading times taking a batch the loader process already prepared off its queue (or "
+                        "waiting for it); the loader process's own work and CPU are in no phase's clock or CPU figure")
+
+
 @dataclass(frozen=True)
 class Implementation:
     name: str
@@ -110,7 +115,8 @@ REGISTRY: tuple[Implementation, ...] = (
     Implementation("cpp-batched", "cpp", "the split normalized once; each batch is a slice of it", "cpp",
                    loader="batched", split_on_device=True),
     Implementation("python-workers", "python", "the published pipeline in one persistent DataLoader worker process "
-                   "(pin_memory on cuda), as pytorch/examples runs on accelerators", "python", loader="workers"),
+                   "(pin_memory on cuda), as pytorch/examples runs on accelerators", "python", loader="workers",
+                   notes=dict.fromkeys(("cpu", "cuda"), WORKERS_DATA_LOADING)),
     Implementation("python-foreach", "python", "the published pipeline with torch.optim.SGD(foreach=True)", "python",
                    optimizer="foreach",
                    notes={"cuda": "foreach is already torch.optim.SGD's default on cuda: python-foreach trains as "

@@ -9,8 +9,12 @@ loader starts an epoch; len() is its batch count.
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:  # torchvision is imported when data is first read (torchvision() below), not with this module
+    from torchvision import datasets
 
 MEAN, STD = 0.1307, 0.3081
 PUBLISHED_TRANSFORM = "ToTensor, Normalize"  # mnist()'s default: pytorch/examples' per-image transform

@@ -79,7 +79,7 @@ def t_cdf(x: float, df: int) -> float:
     return 1 - tail if x >= 0 else tail
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def t_quantile(p: float, df: int) -> float:
     """The x with P(T <= x) = p (bisection on t_cdf)."""
     if p < 0.5:
@@ -152,14 +152,14 @@ class Run:
     method: int | None = None  # the measurement method that made it (bench/method.py)
 
     @classmethod
-    def load(cls, path) -> "Run":
+    def load(cls, path) -> Run:
         error = gate.baseline_error(Path(path))
         if error:
             raise SystemExit(f"{path}: {error}")
         return cls.of(path, json.loads(Path(path).read_text(encoding="utf8")))
 
     @classmethod
-    def of(cls, path, saved: dict) -> "Run":
+    def of(cls, path, saved: dict) -> Run:
         """From a loaded result (pytest-benchmark's JSON)."""
         medians, keys, floors = {}, {}, {}
         for bench in saved["benchmarks"]:

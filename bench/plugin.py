@@ -20,7 +20,8 @@ import pytest
 from bench import build, data, gate, implementations, utilization
 from bench.implementations import DEVICES
 from bench.method import METHOD_VERSION
-from bench.workload import DEFAULT as DEFAULT_WORKLOAD, Workload, parse_sizes, workloads
+from bench.workload import DEFAULT as DEFAULT_WORKLOAD
+from bench.workload import Workload, parse_sizes, workloads
 
 pytest_plugins = ["bench.gate_plugin"]  # --phase-ratio-fail and baseline checks (README, "Baselines and CI gating")
 

@@ -17,10 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import data
+from bench import data, implementations
 from bench.client import Worker, WorkerError
 from bench.test_faults import run_suite
-from bench import implementations
 
 IMAGES, LABELS, TEST_LABELS = "train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-labels-idx1-ubyte"
 TRAIN = data.SPLIT_SIZES["train"]

@@ -35,7 +35,8 @@ import pytest
 
 from bench import implementations
 from bench.client import Worker, WorkerError
-from bench.workload import DEFAULT as DEFAULT_WORKLOAD, Workload
+from bench.workload import DEFAULT as DEFAULT_WORKLOAD
+from bench.workload import Workload
 
 IMPLEMENTATIONS = implementations.DEFAULT_IMPLS  # the published pair: python, cpp
 PARAM_COUNT = DEFAULT_WORKLOAD.parameter_count  # 21,840

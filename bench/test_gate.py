@@ -15,10 +15,10 @@ import pytest
 from pytest_benchmark.utils import get_machine_id
 
 from bench import gate
-from bench.method import METHOD_VERSION
 from bench.client import ROOT
-from bench.trainer import PHASE_NAMES
 from bench.implementations import NAMES as IMPLEMENTATIONS
+from bench.method import METHOD_VERSION
+from bench.trainer import PHASE_NAMES
 
 # A phase of tens of microseconds on cpu slowed by 20 ms: far beyond the run-to-run noise of a busy
 # machine, which the generous thresholds leave room for, so the verdicts below cannot flake.

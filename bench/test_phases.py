@@ -13,11 +13,12 @@ import pytest
 
 from bench import implementations
 from bench.client import WorkerError, worker_clock
-from bench.utilization import THREAD_CPU_MIN_BODY_S, cores_available
 from bench.implementations import ONE_SHOT_PHASES
-from bench.trainer import PHASE_NAMES
-from bench.workload import Workload
 from bench.plugin import RUN_ORDER
+from bench.trainer import PHASE_NAMES
+from bench.utilization import THREAD_CPU_MIN_BODY_S, cores_available
+from bench.workload import DEFAULT as DEFAULT_WORKLOAD
+from bench.workload import Workload
 
 # pytest-benchmark reads the in-worker durations through this clock.
 pytestmark = pytest.mark.benchmark(timer=worker_clock)
@@ -54,7 +55,8 @@ RECOMPUTE_TOLERANCE = 1e-5  # forward's output against the model run again: the 
 UPDATE_TOLERANCE = 1e-6  # conv1.weight against SGD's formula, relative to its largest value
 
 
-def work_problems(phase: str, product: dict, workload: Workload = Workload(), resident_on_device: bool = False) -> list[str]:
+def work_problems(phase: str, product: dict, workload: Workload = DEFAULT_WORKLOAD,
+                  resident_on_device: bool = False) -> list[str]:
     """What is wrong with one round's product: the checks that prove the phase did its work. On cpu a
     batch is never copied; on an accelerator only where the whole split lives on the device."""
     problems = []
@@ -273,3 +275,19 @@ def test_timer_floor(worker_for, impl, device):
     if device == "cpu":
         bound = {"python": 300, "cpp": 100}[implementations.get(impl).language]
         assert floor <= bound, f"{impl} timer floor on cpu {floor} ns, more than {bound} ns"
+
+
+def test_a_tensor_whose_memory_a_view_keeps_alive_is_a_leftover(settings, tmp_path):
+    """Python's leftover check follows a tensor's memory as C++'s does (its WeakTensor): a round's output freed
+    while a view of it lives on still holds its memory when the next clock starts, and is counted."""
+    from bench.trainer import Trainer
+
+    trainer = Trainer(settings.source.root, log_path=str(tmp_path / "progress.log"))
+    try:
+        trainer.run_phase("forward")
+        view = trainer.output.detach().view(-1)  # what a leak through a view would keep alive
+        assert trainer.run_phase("loss")[3]["leftovers"] == 1
+        del view
+        assert trainer.run_phase("loss")[3]["leftovers"] == 0
+    finally:
+        trainer.close()

@@ -19,7 +19,6 @@ import statistics
 import threading
 import time
 from contextlib import contextmanager, nullcontext
-from pathlib import Path
 
 import pytest
 

@@ -20,18 +20,21 @@ import sys
 import tempfile
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from bench import loaders
 from bench.data import check_split
 from bench.ensemble import KINDS as ENSEMBLE_KINDS
 from bench.implementations import ONE_SHOT_PHASES, STEP_KINDS, WHOLE_STEP_KINDS
-from bench.workload import DEFAULT as DEFAULT_WORKLOAD, TRAIN_IMAGES, Workload
+from bench.workload import DEFAULT as DEFAULT_WORKLOAD
+from bench.workload import TRAIN_IMAGES, Workload
 
 LOG_INTERVAL = 10
 LEARNING_RATE, MOMENTUM = 0.01, 0.5
@@ -90,7 +93,7 @@ class CapturedStep(NamedTuple):
     """One batch shape's CUDA graph of a whole training step and its static tensors: each batch is copied into
     data and target, and a replay leaves its output and loss in output and loss."""
 
-    graph: "torch.cuda.CUDAGraph"
+    graph: torch.cuda.CUDAGraph
     data: torch.Tensor
     target: torch.Tensor
     output: torch.Tensor
@@ -363,7 +366,8 @@ class Trainer:
                 F.nll_loss(self.output, target).backward()
                 self.optimizer.zero_grad(set_to_none=True)
             if rows == self.batch_size:
-                full_output = self.output.detach()
+                # A clone: the next shape's cudagraph-trees generation may overwrite this output's memory.
+                full_output = self.output.detach().clone()
         self.data = None
         self.output = full_output  # the product's: the full batch's output of the compiled model
         torch.set_rng_state(cpu_rng)
@@ -401,6 +405,15 @@ class Trainer:
             tensors += list(self.fresh[0].parameters())
         static = {id(t) for captured in self.graphs.values() for t in captured[1:]}
         return [t for t in tensors if isinstance(t, torch.Tensor) and id(t) not in static]
+
+    def weak_held(self) -> list[tuple[weakref.ref, StorageWeakRef | None]]:
+        """What held() holds, referenced weakly: each tensor and its memory (storage), as the C++ trainer's
+        WeakTensor does. A tensor can be freed while a view of it keeps its memory alive; memory the loader keeps
+        for good (the split a batched loader slices) outlives every round and is left out."""
+        kept = {t.untyped_storage().data_ptr() for t in (getattr(self.loader, "images", None),
+                                                          getattr(self.loader, "targets", None)) if t is not None}
+        return [(weakref.ref(t), None if t.untyped_storage().data_ptr() in kept else StorageWeakRef(t.untyped_storage()))
+                for t in self.held()]
 
     def release(self):
         """Free what earlier rounds left (batches, outputs, losses with their graphs, gradients),
@@ -464,12 +477,13 @@ class Trainer:
             self.ensure_ready()
         # A training step frees the previous step's tensors itself, as in any training loop.
         continuing = phase.continues_itself and self.last_phase == name
-        earlier = [] if continuing else [weakref.ref(t) for t in self.held()]
+        earlier = [] if continuing else self.weak_held()
         if not continuing:
             self.release()
         if phase.prepare:
             phase.prepare(self)
-        leftovers = None if continuing else sum(ref() is not None for ref in earlier)
+        leftovers = None if continuing else sum(ref() is not None or (memory is not None and not memory.expired())
+                                                for ref, memory in earlier)
         del earlier
         # Page faults across the round, read outside the clock (a system call each).
         before = page_faults()

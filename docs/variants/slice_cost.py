@@ -1,6 +1,10 @@
 """What python-batched's data_loading holds, piece by piece: one slice, two slices, a generator step (median of 21
 repeats of 2000 calls each, ns per call), on the same normalized split, 2 intra-op threads."""
-import statistics, time, torch
+import statistics
+import time
+
+import torch
+
 torch.set_num_threads(2)
 images = torch.randn(60000, 1, 28, 28)
 targets = torch.randint(0, 10, (60000,))
