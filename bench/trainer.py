@@ -339,11 +339,18 @@ class Trainer:
             target = torch.zeros(rows, dtype=torch.int64, device=self.device)
             graph = torch.cuda.CUDAGraph()
             self.optimizer.zero_grad(set_to_none=True)
-            with torch.cuda.graph(graph):
+            # The same work as the C++ trainer's capture (at::cuda::CUDAGraph): a full synchronization on each
+            # side, a side stream, capture_begin and capture_end. Not torch.cuda.graph, which also runs gc.collect()
+            # and empties the allocator's cache on entry, work C++'s capture does not do.
+            torch.cuda.synchronize(self.device)
+            with torch.cuda.stream(torch.cuda.Stream(self.device)):
+                graph.capture_begin()
                 output = self.model(data)
                 loss = F.nll_loss(output, target)
                 loss.backward()
                 self.optimizer.step()
+                graph.capture_end()
+            torch.cuda.synchronize(self.device)
             self.graphs[rows] = CapturedStep(graph, data, target, output, loss)
         self.optimizer.zero_grad(set_to_none=True)
 
