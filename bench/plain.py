@@ -27,7 +27,8 @@ from bench.client import Worker
 from bench.workload import DEFAULT as DEFAULT_WORKLOAD
 
 ROOT = Path(__file__).resolve().parent.parent
-LANGUAGES = {"cpp": "cpp", "python": "python"}  # language: the suite's published implementation of it
+# language: the suite's published implementation of it (the registry's published pair)
+LANGUAGES = {implementations.get(name).language: name for name in implementations.DEFAULT_IMPLS}
 ROUND_TIMEOUT_S = 1800.0
 
 

@@ -419,8 +419,11 @@ class Trainer:
         for good (the split a batched loader slices) outlives every round and is left out."""
         kept = {t.untyped_storage().data_ptr() for t in (getattr(self.loader, "images", None),
                                                           getattr(self.loader, "targets", None)) if t is not None}
-        return [(weakref.ref(t), None if t.untyped_storage().data_ptr() in kept else StorageWeakRef(t.untyped_storage()))
-                for t in self.held()]
+        refs = []
+        for t in self.held():
+            memory = t.untyped_storage()
+            refs.append((weakref.ref(t), None if memory.data_ptr() in kept else StorageWeakRef(memory)))
+        return refs
 
     def release(self):
         """Free what earlier rounds left (batches, outputs, losses with their graphs, gradients),
