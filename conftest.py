@@ -1,6 +1,6 @@
 """phasebench's fixtures: the settings, the C++ library, and the workers (README, "How it is built").
 
-The options and hooks live in bench/plugin.py, installed as a pytest plugin (README, "Options"); a
+The options and hooks live in phasebench/plugin/__init__.py, installed as a pytest plugin (README, "Options"); a
 checkout that was not installed loads it from here.
 """
 
@@ -11,20 +11,21 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from bench import build, implementations
-from bench.client import Worker, WorkerPool
-from bench.workload import DEFAULT as DEFAULT_WORKLOAD
-from bench.workload import Workload
+from phasebench import registry
+from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
+from phasebench.spec import Workload
+from phasebench.worker import build
+from phasebench.worker.client import Worker, WorkerPool
 
 if TYPE_CHECKING:  # an annotation only: the plugin is loaded by pytest, not imported here
-    from bench.plugin import Settings
+    from phasebench.plugin import Settings
 
-pytest_plugins = ["bench.plugin"]  # already registered under this name when installed (pyproject.toml)
+pytest_plugins = ["phasebench.plugin"]  # already registered under this name when installed (pyproject.toml)
 
 
 @pytest.fixture(scope="session")
 def settings(pytestconfig):
-    """What the options resolved to (bench.plugin.Settings)."""
+    """What the options resolved to (phasebench.plugin.Settings)."""
     return pytestconfig.phasebench
 
 
@@ -76,7 +77,7 @@ def _library_or_skip(request, settings: Settings, impl: str, device: str) -> str
     """The C++ library a worker of that pair loads (None for python); skips what cannot run here."""
     if device == "cuda" and settings.cuda_reason:
         pytest.skip(settings.cuda_reason)
-    return request.getfixturevalue("cpp_library") if implementations.get(impl).language == "cpp" else None
+    return request.getfixturevalue("cpp_library") if registry.get(impl).language == "cpp" else None
 
 
 @pytest.fixture
@@ -113,7 +114,7 @@ def new_worker(request, settings, tmp_path):
 @pytest.fixture
 def utilization_of(benchmark, settings):
     """`with utilization_of(worker): benchmark.pedantic(...)`: the worker's GPU and CPU utilization
-    during the rounds, in extra_info["gpu"] and ["cpu"] (bench/utilization.py)."""
+    during the rounds, in extra_info["gpu"] and ["cpu"] (phasebench/utilization.py)."""
     return partial(settings.utilization.watch, benchmark)
 
 

@@ -27,9 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from bench import implementations
-from bench.client import describe_exit, worker_clock
-from bench.workload import TRAIN_IMAGES
+from phasebench import registry
+from phasebench.spec import TRAIN_IMAGES
+from phasebench.worker.client import describe_exit, worker_clock
 
 CHECK_STEPS = 5
 
@@ -75,8 +75,8 @@ def slowdown_basis(settings, single_job_loops, impl, device, workload, jobs, own
 
 @pytest.mark.benchmark(timer=worker_clock)  # the release to the last job's end, on the machine's shared clock
 def test_concurrent_jobs(benchmark, new_worker, utilization_of, settings, single_job_loops, tmp_path,
-                         impl, device, jobs, workload):  # cases: bench/plugin.py
-    registered = implementations.get(impl)
+                         impl, device, jobs, workload):  # cases: phasebench/plugin/__init__.py
+    registered = registry.get(impl)
     threads = max(1, settings.threads // jobs) if device == "cpu" else settings.threads
     spawns = [new_worker(impl, device, workload, threads=threads, log_path=str(tmp_path / f"job{i}.log"))
               for i in range(jobs)]

@@ -5,16 +5,16 @@ languages, so the README can say what leaving it out saves per step (on cuda it 
 
 import pytest
 
-from bench import implementations
-from bench.client import worker_clock
 from bench.test_phases import phase_cpu
-from bench.trainer import LOSS_ITEM
+from phasebench import registry
+from phasebench.train.trainer import LOSS_ITEM
+from phasebench.worker.client import worker_clock
 
 pytestmark = pytest.mark.benchmark(timer=worker_clock)
 
 
-def test_loss_item(benchmark, worker_for, utilization_of, settings, impl, device, workload):  # per case: bench/plugin.py
-    if implementations.get(impl).step in implementations.WHOLE_STEP_KINDS:
+def test_loss_item(benchmark, worker_for, utilization_of, settings, impl, device, workload):  # per case: phasebench/plugin/__init__.py
+    if registry.get(impl).step in registry.WHOLE_STEP_KINDS:
         pytest.skip(f"{impl} replays its step whole: it has no forward and loss of their own to read the loss after")
     worker = worker_for(impl, device, workload)
     losses, taken = [], []

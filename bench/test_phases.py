@@ -11,14 +11,14 @@ import types
 
 import pytest
 
-from bench import implementations
-from bench.client import WorkerError, worker_clock
-from bench.implementations import ONE_SHOT_PHASES
-from bench.plugin import RUN_ORDER
-from bench.trainer import PHASE_NAMES
-from bench.utilization import THREAD_CPU_MIN_BODY_S, cores_available
-from bench.workload import DEFAULT as DEFAULT_WORKLOAD
-from bench.workload import Workload
+from phasebench import registry
+from phasebench.plugin import RUN_ORDER
+from phasebench.registry import ONE_SHOT_PHASES
+from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
+from phasebench.spec import Workload
+from phasebench.train.trainer import PHASE_NAMES
+from phasebench.utilization import THREAD_CPU_MIN_BODY_S, cores_available
+from phasebench.worker.client import WorkerError, worker_clock
 
 # pytest-benchmark reads the in-worker durations through this clock.
 pytestmark = pytest.mark.benchmark(timer=worker_clock)
@@ -168,11 +168,11 @@ class Rounds:
             self.worker.stop()
 
 
-# Parametrized by bench/plugin.py's pytest_generate_tests: per selected implementation, each of its phases,
+# Parametrized by phasebench/plugin/__init__.py's pytest_generate_tests: per selected implementation, each of its phases,
 # each device, each workload; ids phase-impl-device[-wW-bB].
 def test_phase(request, benchmark, worker_for, new_worker, utilization_of, settings, phase, impl, device, workload):
-    assert phase in PHASE_NAMES + ONE_SHOT_PHASES, f"no phase '{phase}' in bench/trainer.py's PHASES or ONE_SHOT"
-    registered = implementations.get(impl)
+    assert phase in PHASE_NAMES + ONE_SHOT_PHASES, f"no phase '{phase}' in phasebench/train/trainer.py's PHASES or ONE_SHOT"
+    registered = registry.get(impl)
     one_shot = phase in ONE_SHOT_PHASES
     if one_shot:
         # Timed once per worker (README, "CUDA graphs and torch.compile"): a fresh worker of its own, one round
@@ -254,7 +254,7 @@ def test_nothing_left_over_in_any_order(worker_for, impl, device):
     phase's preparation releases it, so a -k selection cannot change what a clock holds. (A one-shot phase
     runs once per worker: test_phase checks it.)"""
     worker = worker_for(impl, device)
-    phases = [phase for phase in implementations.get(impl).phases if phase not in ONE_SHOT_PHASES]
+    phases = [phase for phase in registry.get(impl).phases if phase not in ONE_SHOT_PHASES]
     problems = []
     for before in phases:
         for phase in phases:
@@ -271,16 +271,16 @@ def test_timer_floor(worker_for, impl, device):
     nothing but the body sits between the clock reads."""
     worker = worker_for(impl, device)
     floor = worker.timer_floor_ns
-    assert floor > 0 or implementations.get(impl).language == "cpp", f"{impl}: a timer floor of {floor} ns cannot be measured"
+    assert floor > 0 or registry.get(impl).language == "cpp", f"{impl}: a timer floor of {floor} ns cannot be measured"
     if device == "cpu":
-        bound = {"python": 300, "cpp": 100}[implementations.get(impl).language]
+        bound = {"python": 300, "cpp": 100}[registry.get(impl).language]
         assert floor <= bound, f"{impl} timer floor on cpu {floor} ns, more than {bound} ns"
 
 
 def test_a_tensor_whose_memory_a_view_keeps_alive_is_a_leftover(settings, tmp_path):
     """Python's leftover check follows a tensor's memory as C++'s does (its WeakTensor): a round's output freed
     while a view of it lives on still holds its memory when the next clock starts, and is counted."""
-    from bench.trainer import Trainer
+    from phasebench.train.trainer import Trainer
 
     trainer = Trainer(settings.source.root, log_path=str(tmp_path / "progress.log"))
     try:

@@ -22,10 +22,10 @@ from contextlib import contextmanager, nullcontext
 
 import pytest
 
-from bench import implementations
-from bench.client import describe_exit, worker_clock
-from bench.implementations import ONE_SHOT_PHASES
-from bench.trainer import LOG_INTERVAL, PHASE_NAMES
+from phasebench import registry
+from phasebench.registry import ONE_SHOT_PHASES
+from phasebench.train.trainer import LOG_INTERVAL, PHASE_NAMES
+from phasebench.worker.client import describe_exit, worker_clock
 
 CHECK_STEPS = 3 * LOG_INTERVAL + 1  # every phase runs, progress_print four times
 HEARTBEAT_S = 15.0  # how often a long round says where it is
@@ -101,9 +101,9 @@ def train_in_fresh_worker(spawn, settings, synchronize: bool, watch=nullcontext,
 
 
 @pytest.mark.benchmark(timer=worker_clock)  # the program's own time, as the worker measured it
-def test_training_run(benchmark, new_worker, utilization_of, settings, progress, impl, device, workload):  # cases: bench/plugin.py
+def test_training_run(benchmark, new_worker, utilization_of, settings, progress, impl, device, workload):  # cases: phasebench/plugin/__init__.py
     spawn = new_worker(impl, device, workload)
-    one_shot = implementations.get(impl).one_shot is not None
+    one_shot = registry.get(impl).one_shot is not None
     runs = []
     max_steps = 0 if benchmark.enabled else CHECK_STEPS
     steps = max_steps or workload.steps_per_epoch * settings.epochs
@@ -128,7 +128,7 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
 
     # The phases the run times: each step phase by phase, or where the step is one graph the whole step; and
     # a one-shot phase (graph_capture, compile) once (README, "CUDA graphs and torch.compile").
-    registered = implementations.get(impl)
+    registered = registry.get(impl)
     timed_names = registered.run_phases
     for run in runs:
         assert set(PHASE_NAMES) <= set(run["phase_ns"]), f"phases reported: {sorted(run['phase_ns'])}"
@@ -151,7 +151,7 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
 
     summed_ns = [sum(run["phase_ns"][name] for name in timed_names) for run in runs]
     benchmark.extra_info.update(
-        implementation=impl, language=implementations.get(impl).language, reference=implementations.get(impl).pair,
+        implementation=impl, language=registry.get(impl).language, reference=registry.get(impl).pair,
         device=device, phase="training_run", **workload.as_info(), epochs=settings.epochs,
         rounds=settings.run_rounds, warmup_rounds=0, threads=settings.threads, steps=runs[0]["steps"],
         summed_s=[ns / 1e9 for ns in summed_ns], summed_median_s=statistics.median(summed_ns) / 1e9,

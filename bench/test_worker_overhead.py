@@ -7,10 +7,10 @@ round trip is not billed to the phases."""
 import statistics
 import time
 
-from bench.workload import DEFAULT as DEFAULT_WORKLOAD
+from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 
 
-# Per selected implementation and device (bench/plugin.py), on the published workload: the messaging does
+# Per selected implementation and device (phasebench/plugin/__init__.py), on the published workload: the messaging does
 # not depend on what is trained.
 def test_worker_overhead(benchmark, worker_for, utilization_of, settings, impl, device):
     worker = worker_for(impl, device)

@@ -8,7 +8,7 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
-// CUDA graphs (cpp-graphs) need the CUDA runtime's headers, which a CPU-only machine may lack: bench/build.py
+// CUDA graphs (cpp-graphs) need the CUDA runtime's headers, which a CPU-only machine may lack: phasebench/worker/build.py
 // defines PHASEBENCH_CUDA_GRAPHS where it found them, and without it a "graphs" trainer is refused at creation.
 #if PHASEBENCH_CUDA_GRAPHS
 #include <ATen/cuda/CUDAGraph.h>
@@ -43,7 +43,7 @@ constexpr int64_t kImageSide = 28;
 constexpr double kMean = 0.1307, kStd = 0.3081;
 
 // The network of examples/cpp/mnist, declared once; width multiplies every hidden size, as
-// bench/workload.py derives them.
+// phasebench/spec.py derives them.
 struct Net : torch::nn::Module {
   Net(double dropout, int64_t width)
       : conv1(torch::nn::Conv2dOptions(1, 10 * width, /*kernel_size=*/5)),
@@ -81,7 +81,7 @@ struct Net : torch::nn::Module {
 
 // LibTorch's MNIST reader checks magic numbers and sizes but silently accepts a truncated
 // image file, and it allocates before it looks: check each file's header against its size.
-// Same checks, order and messages as bench/data.py's check_split.
+// Same checks, order and messages as phasebench/data.py's check_split.
 int64_t check_idx(const std::string& path, uint32_t magic) {
   std::error_code error;
   const auto size = static_cast<int64_t>(std::filesystem::file_size(path, error));
@@ -160,7 +160,7 @@ using Loader = decltype(make_loader(std::declval<torch::data::datasets::MNIST>()
 using Batch = torch::data::Example<>;
 
 // Where an implementation's batches come from (README, "Implementations and workloads"): start an epoch,
-// then take batches until there are none. bench/loaders.py holds the Python ones.
+// then take batches until there are none. phasebench/train/loaders.py holds the Python ones.
 class BatchSource {
  public:
   virtual ~BatchSource() = default;
@@ -269,11 +269,11 @@ struct WeakTensor {
 
 constexpr double kLearningRate = 0.01, kMomentum = 0.5;
 constexpr int kFloorRounds = 2000;  // empty-phase rounds whose median is the timer floor
-constexpr int64_t kMaxEnsemble = 4096;  // as bench/ensemble.py's MAX_MODELS
+constexpr int64_t kMaxEnsemble = 4096;  // as phasebench/train/ensemble.py's MAX_MODELS
 
 // Eager steps before a capture, on a side stream, as torch's whole-network capture recipe does: the first
 // creates SGD's momentum buffers, the later ones settle lazy initializations (cuBLAS workspaces, cuDNN plans).
-// They are the run's first real batches: they train and count (bench/trainer.py's GRAPH_WARMUP_STEPS).
+// They are the run's first real batches: they train and count (phasebench/train/trainer.py's GRAPH_WARMUP_STEPS).
 constexpr int64_t kGraphWarmupSteps = 3;
 
 #if PHASEBENCH_CUDA_GRAPHS
@@ -329,7 +329,7 @@ class Trainer {
 #if !PHASEBENCH_CUDA_GRAPHS
     if (step_kind_ == "graphs")
       throw std::runtime_error("step 'graphs': this library was built without the CUDA runtime headers that "
-                               "CUDA graphs need (bench/build.py found none; see README)");
+                               "CUDA graphs need (phasebench/worker/build.py found none; see README)");
 #endif
     if (width_ < 1 || batch_size_ < 1)
       throw std::invalid_argument("width and batch size must be at least 1, got " + std::to_string(width_) +
@@ -449,7 +449,7 @@ class Trainer {
   }
 
   // An ensemble (README, "Concurrent jobs and ensembles"): member k (1-based) is the Net built right after
-  // torch::manual_seed(k), with its own SGD; it replaces the last one. bench/ensemble.py's LoopEnsemble in C++.
+  // torch::manual_seed(k), with its own SGD; it replaces the last one. phasebench/train/ensemble.py's LoopEnsemble in C++.
   void start_ensemble(int64_t models) {
     if (models < 1 || models > kMaxEnsemble)
       throw std::invalid_argument("an ensemble of " + std::to_string(models) + " models: from 1 to " +
@@ -730,7 +730,7 @@ class Trainer {
     }
     sync();
   }
-  // One CUDA graph per batch shape, each capturing forward, loss, backward and SGD's step (bench/trainer.py's
+  // One CUDA graph per batch shape, each capturing forward, loss, backward and SGD's step (phasebench/train/trainer.py's
   // capture_graphs says why each detail). Capture runs nothing: the model does not train here.
   void capture_graphs() {
     for (const int64_t rows : batch_shapes()) {
@@ -883,7 +883,7 @@ class Trainer {
   }
   static double max_abs(const torch::Tensor& t) { return t.abs().max().item<double>(); }
 
-  // -- products that prove the work (README, "What is measured"); bench/trainer.py has the same ----
+  // -- products that prove the work (README, "What is measured"); phasebench/train/trainer.py has the same ----
   pb_result loaded() {
     auto r = product(host_.data, finite(host_.data));
     r.batch_index = host_index_;
@@ -962,7 +962,7 @@ class Trainer {
   }
 
   // The one place that says what each phase prepares (untimed), times, and produces (README,
-  // "What is measured"). The Python twin is bench/trainer.py's PHASES.
+  // "What is measured"). The Python twin is phasebench/train/trainer.py's PHASES.
   std::vector<Phase> make_phases() {
     return {
         {"data_loading", nullptr, [this] { load_batch(); }, [this] { return loaded(); }},

@@ -14,7 +14,7 @@ extern "C" {
 
 #define PB_OK 0
 #define PB_ERROR 1
-/* Bumped whenever a struct or a signature below changes: bench/cpp_lib.py refuses a library whose
+/* Bumped whenever a struct or a signature below changes: phasebench/worker/cpp_lib.py refuses a library whose
  * pb_abi_version() differs (or that lacks it), instead of misreading memory. */
 #define PB_ABI_VERSION 4
 

@@ -1,0 +1,536 @@
+"""phasebench's pytest plugin: the options, what they resolve to, what every saved result records, and how
+the cases are made (README, "Options"; "Implementations and workloads").
+
+Installed as a `pytest11` entry point named "phasebench.plugin" (pyproject.toml; `pip install -e .`, which
+requirements.txt does), so pytest knows the options wherever it is started, before it parses the command
+line. conftest.py keeps the fixtures and lists this module in pytest_plugins for a checkout that was not
+installed; under the entry point's name that listing does nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import signal
+from dataclasses import dataclass, field
+
+import pytest
+
+from phasebench import data, gate, registry, utilization
+from phasebench.registry import DEVICES
+from phasebench.results import METHOD_VERSION
+from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
+from phasebench.spec import Workload, parse_sizes, workloads
+from phasebench.worker import build
+
+pytest_plugins = ["phasebench.plugin.gating"]  # --phase-ratio-fail and baseline checks (README, "Baselines and CI gating")
+
+RUN_ORDER = pytest.StashKey[int]()  # a test_phase case's place among the implementations of its phase
+COMMIT_ENV, DIRTY_ENV = "PHASEBENCH_COMMIT", "PHASEBENCH_DIRTY"  # for a copy without git history
+PATH_OPTIONS = ("--mnist-root",)  # options whose value pytest may take for a test path (README, "Options")
+DEFAULT_DATA = build.ROOT / "data"  # the repository's, wherever pytest is started
+DEFAULT_STORAGE = f"file://{build.ROOT / '.benchmarks'}"  # phasebench.report and phasebench.gate read it too
+PYTEST_BENCHMARK_STORAGE = "file://./.benchmarks"  # pytest-benchmark's default, relative to where pytest started
+# pytest-benchmark options the suite cannot honour: every phase is timed inside its worker process, for the rounds
+# the suite's own options set (README, "Options"). Each is refused in one line that names what to use instead.
+WORKER_TIMING = "phasebench times each phase inside its worker process"
+REFUSED_BENCHMARK_OPTIONS = {
+    "--benchmark-min-rounds": f"{WORKER_TIMING} for a fixed number of rounds: use --rounds N",
+    "--benchmark-max-time": f"{WORKER_TIMING} for a fixed number of rounds: use --rounds N",
+    "--benchmark-min-time": f"{WORKER_TIMING}, one call a round: use --rounds N",
+    "--benchmark-precision": f"{WORKER_TIMING} for a fixed number of rounds: use --rounds N",
+    "--benchmark-confidence": f"{WORKER_TIMING} for a fixed number of rounds: use --rounds N",
+    "--benchmark-calibration-precision": f"{WORKER_TIMING}, one call a round, never calibrated: use --rounds N",
+    "--benchmark-warmup": f"{WORKER_TIMING} after its own warm-up rounds: use --warmup-rounds N",
+    "--benchmark-warmup-iterations": f"{WORKER_TIMING} after its own warm-up rounds: use --warmup-rounds N",
+    "--benchmark-timer": f"{WORKER_TIMING} with its own clock (time.perf_counter_ns, std::chrono::steady_clock)",
+    "--benchmark-disable-gc": f"{WORKER_TIMING}; the pytest process's garbage collector is not in the clock",
+    "--benchmark-cprofile": f"{WORKER_TIMING}; the work runs there, out of cProfile's sight",
+}
+# test_concurrent_jobs' N per device when --jobs is not given: on cpu the jobs share the intra-op threads.
+DEFAULT_JOBS = {"cpu": (1, 2), "cuda": (1, 2, 4)}
+
+
+@dataclass
+class Settings:
+    """What the options resolved to; `config.phasebench`."""
+
+    impls: tuple[str, ...]
+    devices: tuple[str, ...]
+    workloads: tuple[Workload, ...]
+    threads: int
+    rounds: int
+    warmup_rounds: int
+    round_timeout: float
+    epochs: int  # what each training_run trains
+    run_rounds: int  # each training_run round is a fresh worker process
+    processes: int  # fresh workers per phase case; 1: the long-lived worker per implementation and device
+    source: data.DataSource | None
+    cuda_reason: str | None  # why cuda cases skip; None when a GPU is usable
+    machine: dict = field(default_factory=dict)
+    utilization: utilization.Monitor | None = None  # GPU/CPU samplers (phasebench/utilization.py)
+    slow: gate.SlowPhase | None = None  # the test-only PHASEBENCH_TEST_SLOW_PHASE knob
+    jobs: dict[str, tuple[int, ...]] = field(default_factory=lambda: dict(DEFAULT_JOBS))  # per device (--jobs)
+    models: tuple[int, ...] = (1, 4, 16)  # test_ensemble's M (--models)
+
+    def worker_options(self, device: str, log_path: str, impl: str, workload: Workload = DEFAULT_WORKLOAD) -> dict:
+        """What a worker of `impl` on `device` trains: its implementation's pipeline on this workload."""
+        options = {"root": self.source.root, "device": device, "threads": self.threads, "seed": 1,
+                   "log_path": log_path}
+        options |= registry.get(impl).trainer_options() | workload.as_options()
+        return options | (self.slow.trainer_options(impl) if self.slow else {})
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("phasebench", "phasebench: Python vs C++ training phases")
+    group.addoption("--impl", default=None,
+                    help=f"implementations to run, comma-separated, or all: {', '.join(registry.NAMES)} "
+                         f"(default: {','.join(registry.DEFAULT_IMPLS)}, the published pair)")
+    group.addoption("--width", default="1",
+                    help="workload: the Net's hidden sizes multiplied by W, comma-separated (default: 1, as published)")
+    group.addoption("--batch-size", default="64",
+                    help="workload: batch sizes, comma-separated (default: 64, as published); every width runs "
+                         "every batch size")
+    group.addoption("--device", default=None,
+                    help="devices to run, comma-separated: cpu,cuda (default: both; cuda skips without a GPU; a device "
+                         "left out is deselected, and naming only devices that cannot run here is a usage error)")
+    group.addoption("--threads", type=int, default=0,
+                    help="intra-op threads for both workers (default: what torch picks on this machine)")
+    group.addoption("--mnist-root", default=None, help=f"data folder (default: {DEFAULT_DATA})")
+    group.addoption("--dataset", default="auto",
+                    help=f"data source: {', '.join(data.DATASET_CHOICES)} (default: auto, see README)")
+    group.addoption("--rounds", type=int, default=100, help="counted rounds per phase benchmark (default: 100)")
+    group.addoption("--warmup-rounds", type=int, default=10,
+                    help="uncounted rounds before them (default: 10)")
+    group.addoption("--processes", type=int, default=1,
+                    help="fresh worker processes per phase case, each timing its share of the rounds after its own "
+                         "warm-up, as pyperf does (default: 1, the long-lived worker of each implementation and device)")
+    group.addoption("--round-timeout", type=float, default=300.0,
+                    help="seconds a worker may take to answer one request before it is killed (default: 300)")
+    group.addoption("--epochs", type=int, default=1,
+                    help="epochs of each training_run (default: 1; 10 is the published run)")
+    group.addoption("--run-rounds", type=int, default=3,
+                    help="rounds of each training_run, each a fresh worker process (default: 3)")
+    group.addoption("--jobs", default=None,
+                    help="test_concurrent_jobs: how many jobs share the device, comma-separated (default: 1,2 on cpu, "
+                         "the intra-op threads split between them; 1,2,4 on cuda)")
+    group.addoption("--models", default="1,4,16",
+                    help="test_ensemble: how many models train together, comma-separated (default: 1,4,16)")
+    group.addoption("--no-utilization", action="store_true",
+                    help="do not sample GPU and worker CPU utilization (extra_info gpu and cpu are null)")
+
+
+def _choices(config, option: str, valid: tuple[str, ...]) -> tuple[str, ...]:
+    value = config.getoption(option) or ",".join(valid)
+    chosen = tuple(v.strip() for v in value.split(",") if v.strip())
+    bad = [v for v in chosen if v not in valid]
+    if bad or not chosen:
+        raise pytest.UsageError(f"--{option} {value!r}: valid values are {', '.join(valid)} (comma-separated)")
+    return chosen
+
+
+def _cuda_reason() -> str | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return "no usable GPU: torch.cuda.is_available() is False"
+    return None
+
+
+def _torchvision_version() -> str:
+    """torchvision.__version__ (local tag included, e.g. 0.29.1+cu130) read from its version.py: importing
+    torchvision costs about as much CPU as torch, and pytest itself reads no data (phasebench/train/loaders.py)."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("torchvision")
+    try:
+        found = re.search(r"^__version__ = '([^']+)'", Path(spec.origin).with_name("version.py").read_text(), re.M)
+    except (AttributeError, TypeError, OSError):
+        found = None
+    if found:
+        return found.group(1)
+    import torchvision  # a layout this reader does not know
+
+    return torchvision.__version__
+
+
+def _machine_info(settings: Settings) -> dict:
+    import torch
+
+    info = {
+        "method": METHOD_VERSION,  # bench/results.py: results of different methods are never compared
+        "torch": torch.__version__,
+        "torchvision": _torchvision_version(),
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "gpu": None,
+        "cpu": _cpu_model(),
+        "threads": settings.threads,
+        "implementations": list(settings.impls),
+        "workloads": [workload.as_info() for workload in settings.workloads],
+        "dataset": settings.source.name if settings.source else None,
+        "dataset_path": settings.source.raw_dir if settings.source else None,
+        "dataset_origin": settings.source.origin if settings.source else None,
+        "rounds": settings.rounds,
+        "warmup_rounds": settings.warmup_rounds,
+        "processes": settings.processes,
+        "test_slow_phase": settings.slow.text if settings.slow else None,  # a slowed run never passes as a real one
+    }
+    if settings.cuda_reason is None:
+        info["gpu"] = {"name": torch.cuda.get_device_name(0), "driver": _driver_version()}
+    else:
+        info["gpu_unavailable"] = settings.cuda_reason
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _driver_version() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return pynvml.nvmlSystemGetDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no NVML: the version stays unknown, nothing else depends on it
+        return None
+
+
+def misread_path_option(config) -> str | None:
+    """The one-line stop for `--mnist-root /abs/path` (a separate value) that made pytest choose another
+    root directory and configuration than the command means: pytest picks them before any plugin has
+    declared the option, taking an existing path for a test path, and then drops pytest.ini's testpaths
+    and addopts without a word. None when the choice is the one the command means."""
+    from _pytest.config.findpaths import determine_setup
+
+    args = list(config.invocation_params.args)
+    given = [(option, args[i + 1]) for i, option in enumerate(args[:-1]) if option in PATH_OPTIONS]
+    if not given:
+        return None
+    meant_root, meant_ini, *_ = determine_setup(
+        inifile=config.option.inifilename, override_ini=config.option.override_ini, args=config.option.file_or_dir,
+        rootdir_cmd_arg=config.option.rootdir or None, invocation_dir=config.invocation_params.dir)
+    if (meant_root, meant_ini) == (config.rootpath, config.inipath):
+        return None
+    option, value = given[0]
+    return (f"{option} {value}: pytest took {value} for a test path and chose its configuration from it (root "
+            f"directory {config.rootpath}, ini file {config.inipath or 'none'}, not {meant_ini or meant_root}); "
+            f"write {option}={value}")
+
+
+def given_options(config) -> set[str]:
+    """The long options the command line, PYTEST_ADDOPTS and the ini file's addopts name (values set to a
+    default still count: they were asked for)."""
+    args = [*config.getini("addopts"), *shlex.split(os.environ.get("PYTEST_ADDOPTS", "")),
+            *config.invocation_params.args]
+    return {arg.split("=", 1)[0] for arg in (args[:args.index("--")] if "--" in args else args) if arg.startswith("--")}
+
+
+def refused_option(config) -> str | None:
+    """The one-line refusal of a pytest-benchmark option the suite cannot honour, or None."""
+    given = given_options(config)
+    for option, why in REFUSED_BENCHMARK_OPTIONS.items():
+        if option in given:
+            return f"{option} is not supported: {why}"
+    return None
+
+
+def histogram_unavailable(config) -> str | None:
+    """--benchmark-histogram without pygal and pygaljs would end the run in a traceback after every benchmark ran."""
+    import importlib.util
+
+    if not getattr(config.option, "benchmark_histogram", None):
+        return None
+    missing = [name for name in ("pygal", "pygaljs") if importlib.util.find_spec(name) is None]
+    if missing:
+        return (f"--benchmark-histogram needs {' and '.join(missing)}: pip install -r requirements.txt "
+                f"(pytest-benchmark[histogram])")
+    return None
+
+
+def nothing_can_run(impls: tuple[str, ...], devices: tuple[str, ...], cuda_reason: str | None) -> str | None:
+    """Why none of the chosen implementations can run on any chosen device here, or None when some can
+    (the default devices and implementations always include one that can: cpu, python)."""
+    reasons = {"cuda": cuda_reason}
+    if all(reasons.get(device) for device in devices):
+        return f"--device {','.join(devices)}: {'; '.join(reasons[device] for device in devices)}"
+    if all(registry.get(impl).language == "cpp" for impl in impls):
+        missing = build.toolchain_missing()
+        if missing:
+            return f"--impl {','.join(impls)}: {missing}"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-benchmark makes its session from the options
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs_data: the test reads the workload's data")
+    misread = misread_path_option(config) or refused_option(config) or histogram_unavailable(config)
+    if misread:
+        raise pytest.UsageError(misread)
+    if config.option.mnist_root is None:
+        config.option.mnist_root = str(DEFAULT_DATA)  # the repository's data/, wherever pytest started
+    if getattr(config.option, "benchmark_storage", None) == PYTEST_BENCHMARK_STORAGE \
+            and "--benchmark-storage" not in given_options(config):
+        config.option.benchmark_storage = DEFAULT_STORAGE  # the repository's .benchmarks, wherever pytest started
+    try:
+        impls = registry.parse(config.getoption("impl") or ",".join(registry.DEFAULT_IMPLS))
+        widths = parse_sizes(config.getoption("width"), "--width")
+        batch_sizes = parse_sizes(config.getoption("batch_size"), "--batch-size")
+        jobs = config.getoption("jobs")
+        jobs = dict.fromkeys(DEVICES, parse_sizes(jobs, "--jobs")) if jobs else dict(DEFAULT_JOBS)
+        models = parse_sizes(config.getoption("models"), "--models")
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+    devices = _choices(config, "device", DEVICES)
+    dataset = config.getoption("dataset")
+    if dataset not in data.DATASET_CHOICES:
+        raise pytest.UsageError(f"--dataset {dataset!r}: valid values are {', '.join(data.DATASET_CHOICES)}")
+    for option in ("threads", "rounds", "warmup_rounds", "round_timeout", "epochs", "run_rounds", "processes"):
+        minimum = 1 if option in ("rounds", "epochs", "run_rounds", "processes") else 0
+        if config.getoption(option) < minimum:
+            raise pytest.UsageError(f"--{option.replace('_', '-')} must be at least {minimum}")
+    cuda_reason = _cuda_reason()
+    unrunnable = nothing_can_run(impls, devices, cuda_reason)
+    if unrunnable and not config.option.help:
+        raise pytest.UsageError(unrunnable)
+    if config.option.help or config.option.collectonly:
+        source = None
+    else:
+        try:
+            source = data.resolve(dataset, config.getoption("mnist_root"))
+        except data.DataError as error:
+            raise pytest.UsageError(str(error)) from None
+    from phasebench.train.trainer import PHASE_NAMES
+
+    if os.environ.get(COMMIT_ENV) and os.environ.get(DIRTY_ENV) not in ("0", "1"):
+        raise pytest.UsageError(f"{COMMIT_ENV} needs {DIRTY_ENV}=0 (the tree it names was clean) or 1, "
+                                f"not {os.environ.get(DIRTY_ENV)!r}")
+    slow_text = os.environ.get(gate.SLOW_PHASE_ENV)
+    try:
+        slow = gate.parse_slow_phase(slow_text, PHASE_NAMES, registry.NAMES) if slow_text else None
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+    import torch
+
+    assert PHASE_NAMES == registry.TRAINING_PHASES, "phasebench/train/trainer.py's PHASES and the registry disagree"
+    config.phasebench = Settings(
+        impls=impls, devices=devices, workloads=workloads(widths, batch_sizes),
+        threads=config.getoption("threads") or torch.get_num_threads(),
+        rounds=config.getoption("rounds"), warmup_rounds=config.getoption("warmup_rounds"),
+        round_timeout=config.getoption("round_timeout"),
+        epochs=config.getoption("epochs"), run_rounds=config.getoption("run_rounds"),
+        processes=config.getoption("processes"), source=source, cuda_reason=cuda_reason, slow=slow,
+        jobs=jobs, models=models,
+    )
+    config.phasebench.machine = _machine_info(config.phasebench)
+    config.phasebench.utilization = utilization.Monitor(
+        sampling=not config.getoption("no_utilization"),
+        gpu_expected="cuda" in devices and config.phasebench.cuda_reason is None)
+    config.add_cleanup(config.phasebench.utilization.close)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_header(config):
+    """phasebench's lines, and pytest-benchmark's own line without the defaults the suite does not use (its timer,
+    rounds, warm-up and calibration): the header states the timing actually used."""
+    results = yield
+    settings: Settings = config.phasebench
+    m = settings.machine
+    source = settings.source.description if settings.source else "-"
+    gpu = m["gpu"]["name"] if m["gpu"] else f"none ({settings.cuda_reason})"
+    timing = (f"phasebench: timing: each phase inside its worker process, python by time.perf_counter_ns, cpp by "
+              f"std::chrono::steady_clock (the device synchronized at both ends on cuda), one call a round, "
+              f"{settings.rounds} rounds after {settings.warmup_rounds} warm-up"
+              f"{f' over {settings.processes} fresh workers per case' if settings.processes > 1 else ''}; "
+              f"training_run: {settings.epochs} epoch(s), {settings.run_rounds} rounds, no warm-up")
+    ours = [
+        f"phasebench: data: {source}",
+        f"phasebench: torch {m['torch']}, torchvision {m['torchvision']}, CUDA {m['cuda']}, cuDNN {m['cudnn']}; "
+        f"GPU {gpu}; {settings.threads} intra-op threads",
+        timing,
+        f"phasebench: implementations {', '.join(settings.impls)}; workloads "
+        f"{'; '.join(workload.label for workload in settings.workloads)}",
+    ] + ([f"phasebench: TEST KNOB {gate.SLOW_PHASE_ENV}={settings.slow.text}: these timings are slowed on purpose"]
+         if settings.slow else [])
+    results = [f"{line.split(' (defaults:')[0]} (its timer, rounds, warm-up and calibration are not used: see "
+               f"phasebench: timing)" if isinstance(line, str) and line.startswith("benchmark: ") and "(defaults:" in line
+               else line for line in results]
+    return [ours] + results  # pytest prints the results in reverse: ours last
+
+
+def pytest_benchmark_update_commit_info(config, commit_info):
+    """A copy without git history (a borrowed GPU machine's) cannot see its commit: the commit id and
+    whether that tree was clean come in from where the copy was made (README, "What every saved result
+    carries"), and the result says so."""
+    commit = os.environ.get(COMMIT_ENV)
+    if not commit:
+        return
+    commit_info.update(id=commit, dirty=os.environ[DIRTY_ENV] == "1",
+                       commit_source=f"{COMMIT_ENV} (a copy without git history)")
+
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    machine_info["phasebench"] = config.phasebench.machine | {"gpu_sampling": config.phasebench.utilization.reason}
+
+
+@pytest.hookimpl(wrapper=True)  # after pytest-benchmark's tables, even when it raised "Performance has regressed"
+def pytest_terminal_summary(terminalreporter, config):
+    try:
+        return (yield)
+    finally:
+        lines = config.phasebench.utilization.summary_lines()
+        if lines:
+            terminalreporter.section("phasebench utilization: GPU busy % mean/max, worker CPU in cores", sep="-")
+            for line in lines:
+                terminalreporter.write_line(line)
+        _write_answer(terminalreporter, config)
+
+
+def _write_answer(terminalreporter, config) -> None:
+    """The answer at a glance after pytest-benchmark's tables (README, "Options", "What a run prints"): per device, each
+    implementation's median and its ratio to its reference with the direction in words; the training run's
+    published rows; and what makes the figures less than they look (synthetic data)."""
+    from phasebench import report
+
+    session = config.pluginmanager.getplugin("pytest-benchmark")
+    benchmarks = [bench.as_dict(include_data=False) for bench in getattr(session, "benchmarks", None) or []
+                  if bench and not bench.has_error]
+    for title, lines in report.answer(benchmarks):
+        terminalreporter.section(title, sep="-", bold=True)
+        for line in lines:
+            terminalreporter.write_line(line)
+    unsaved = [f"{option}={value}" for option, value in (("--benchmark-json", getattr(session, "json", None)),
+                                                          ("--benchmark-save", getattr(session, "save", None)))
+               if value] + (["--benchmark-autosave"] if getattr(session, "autosave", False) else [])
+    if unsaved and not getattr(session, "benchmarks", None):
+        skipped = len(terminalreporter.stats.get("skipped", []))
+        why = f"no benchmark ran ({skipped} skipped)" if skipped else "no benchmark ran"
+        if getattr(session, "disabled", False):
+            why = "benchmarks are disabled (--benchmark-disable)"
+        terminalreporter.write_line(f"phasebench: {', '.join(unsaved)}: nothing written: {why}", yellow=True, bold=True)
+    settings: Settings = config.phasebench
+    if settings.source is not None and settings.source.name == "synthetic" and benchmarks:
+        terminalreporter.write_line(f"phasebench: WARNING: {data.SYNTHETIC_WARNING} ({settings.source.raw_dir})",
+                                    yellow=True, bold=True)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """Ctrl-C or SIGTERM in the middle of a benchmark: pytest-benchmark would save its cut-short rounds as a
+    result, or, with none yet, fail to save anything. Marked as an error, it is left out, as failed ones are,
+    and the cases that finished are saved (--benchmark-json, --benchmark-autosave)."""
+    try:
+        return (yield)
+    except KeyboardInterrupt:
+        benchmark = getattr(item, "funcargs", {}).get("benchmark")
+        if benchmark is not None:
+            benchmark.has_error = True
+        raise
+
+
+def _ignore_sigterm(signum, frame):
+    pass
+
+
+def pytest_sessionstart(session):
+    """SIGTERM (`kill`, `timeout`, a cancelled CI job) ends the run as Ctrl-C does: the finished cases are
+    saved, the workers stopped, the exit status 2 (README, "Faults and bad input")."""
+
+    def interrupt(signum, frame):
+        signal.signal(signal.SIGTERM, _ignore_sigterm)  # only the first one interrupts
+        raise KeyboardInterrupt("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    session.config.add_cleanup(lambda: signal.signal(signal.SIGTERM, previous))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's report of the interrupt, which takes a while
+def pytest_keyboard_interrupt(excinfo):
+    # The run is ending and saving: a later SIGTERM (CI sends SIGINT, then SIGTERM) must not cut that short.
+    signal.signal(signal.SIGTERM, _ignore_sigterm)
+
+
+def pytest_generate_tests(metafunc):
+    """Every test that takes `impl` and `device` runs per selected implementation (--impl) and device, and
+    per workload (--width, --batch-size) where it takes `workload`; test_phase per phase of the
+    implementation (the registry says which); test_concurrent_jobs per --jobs N and test_ensemble per
+    --models M, for the implementations that run them (Implementation.runs_in). Ids read
+    phase-impl-device[-N], as before workloads existed, with -wW-bB for other workloads, so saved baselines
+    of the published workload still compare."""
+    names = [name for name in ("phase", "impl", "device", "jobs", "models", "workload") if name in metafunc.fixturenames]
+    if not {"impl", "device"} <= set(names):
+        return
+    settings: Settings = metafunc.config.phasebench
+    counts = {"jobs": lambda device: settings.jobs[device], "models": lambda device: settings.models}
+    count_name = next((name for name in counts if name in names), None)
+    cases, ids = [], []
+    # Workload outermost: a sweep runs one workload after another, so that the pooled workers of a workload
+    # are done with (and stopped, conftest.py) before the next workload's start.
+    for workload in (settings.workloads if "workload" in names else (None,)):
+        for impl_name in settings.impls:
+            impl = registry.get(impl_name)
+            if not impl.runs_in(names):
+                continue
+            for phase in (impl.phases if "phase" in names else (None,)):
+                for device in DEVICES:
+                    if impl.absent_reason(device):  # a case it cannot have at all is not made (README, "Options")
+                        continue
+                    for count in (counts[count_name](device) if count_name else (None,)):
+                        values = {"phase": phase, "impl": impl_name, "device": device, "workload": workload,
+                                  count_name: count}
+                        cases.append(pytest.param(*(values[name] for name in names)))
+                        ids.append("-".join([part for part in (phase, impl_name, device) if part]
+                                            + ([str(count)] if count else [])
+                                            + ([workload.id] if workload and workload.id else [])))
+    metafunc.parametrize(names, cases, ids=ids)
+
+
+def pytest_collection_modifyitems(config, items):
+    """What an explicit choice excludes is deselected, not skipped (README, "Options"): the cases of devices
+    --device leaves out, and under --benchmark-only the tests that are not benchmarks. cuda cases of the default
+    devices stay, and skip with their reason where no GPU is usable."""
+    settings: Settings = config.phasebench
+    only_benchmarks = config.getoption("benchmark_only", False)
+    kept, deselected = [], []
+    for item in items:
+        params = getattr(item, "callspec", None) and item.callspec.params or {}
+        excluded = params.get("device", settings.devices[0]) not in settings.devices
+        not_a_benchmark = only_benchmarks and "benchmark" not in getattr(item, "fixturenames", ())
+        (deselected if excluded or not_a_benchmark else kept).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
+    _rotate_implementations(items, settings.impls)
+
+
+def _rotate_implementations(items, impls: tuple[str, ...]) -> None:
+    """test_phase: which implementation runs first rotates from phase to phase, so that neither always
+    follows the other on the machine (README, "What is measured"). Each case's place is stashed."""
+    from phasebench.train.trainer import PHASE_NAMES
+
+    groups: dict[tuple, list[int]] = {}
+    for index, item in enumerate(items):
+        params = getattr(item, "callspec", None) and item.callspec.params
+        if getattr(item, "originalname", None) == "test_phase" and params and params["impl"] in impls:
+            groups.setdefault((params["phase"], params["device"], params["workload"]), []).append(index)
+    for (phase, _, _), slots in groups.items():
+        shift = PHASE_NAMES.index(phase) if phase in PHASE_NAMES else 0
+        ranked = sorted((items[slot] for slot in slots),
+                        key=lambda item: (impls.index(item.callspec.params["impl"]) - shift) % len(impls))
+        for order, (slot, item) in enumerate(zip(slots, ranked)):
+            items[slot] = item
+            item.stash[RUN_ORDER] = order

@@ -1,0 +1,175 @@
+"""The registry of implementations (README, "Implementations and workloads").
+
+One record per implementation: its name on the command line, its language (which worker runs it), what
+it changes against the published pipeline of its language, the implementation it is compared with (the
+report's ratios, the ratio gate, the equivalence tests), the devices it runs on with the reason it is
+absent elsewhere, and its phases. The worker pool, the test parametrization, the report and the gate
+iterate over this registry and never name two languages: adding an implementation is one entry here
+plus its loader or step in one language (phasebench/train/loaders.py, or cpp/phasebench.cpp's make_source).
+
+This module imports neither torch nor the trainers, so that the report and the gate can read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from phasebench.spec import ONE_SHOT_PHASES, TRAINING_PHASES  # noqa: F401  (re-exported)
+
+LANGUAGES = ("python", "cpp")
+DEVICES = ("cpu", "cuda")
+# How a step is executed: eagerly (as published); captured whole into CUDA graphs and replayed; the model through
+# torch.compile, in its default mode or with mode="reduce-overhead" (CUDA graphs made by the compiler).
+STEP_KINDS = ("eager", "graphs", "compile", "compile-cudagraphs")
+# A step replayed as one graph has no forward, loss, backward or update of its own to time.
+WHOLE_STEP_KINDS = ("graphs", "compile-cudagraphs")
+GRAPH_PHASES = ("data_loading", "copy_to_device", "graph_capture", "train_step")
+COMPILED_CUDAGRAPH_PHASES = ("data_loading", "copy_to_device", "compile", "train_step")
+COMPILE_PHASES = TRAINING_PHASES + ("compile",)
+CUDA_ONLY_GRAPHS = "CUDA graphs capture CUDA work: there is nothing to capture on cpu"
+
+
+# What python-workers' data_loading times (recorded in its results' extra_info["note"]).
+WORKERS_DATA_LOADING = ("data_loading times taking a batch the loader process already prepared off its queue (or "
+                        "waiting for it); the loader process's own work and CPU are in no phase's clock or CPU figure")
+
+
+@dataclass(frozen=True)
+class Implementation:
+    name: str
+    language: str  # "python" or "cpp": which worker (phasebench/worker/server.py) runs it
+    changes: str  # what it changes against the published pipeline of its language, in a few words
+    reference: str | None  # what it is compared with (None: the published pair, compared with each other)
+    loader: str = "published"  # the trainer's data pipeline: phasebench/train/loaders.py, Trainer::make_source
+    optimizer: str = "sgd"  # "sgd" as published, "foreach" or "fused" (Python's torch.optim.SGD flags)
+    # Devices it does not run on, with the reason its cases skip there.
+    absent: dict[str, str] = field(default_factory=dict)
+    # Per device, what a reader of its results must know (recorded in extra_info["note"]).
+    notes: dict[str, str] = field(default_factory=dict)
+    phases: tuple[str, ...] = TRAINING_PHASES
+    split_on_device: bool = False  # on an accelerator the whole split lives there: copy_to_device copies nothing
+    # How its test_ensemble trains M models (README, "Concurrent jobs and ensembles"): "loop" (one model after
+    # another) or "vmap" (one vectorized ensemble, Python only); None: no ensemble cases. An ensemble step's
+    # data loading is untimed, so only the implementations that differ in the step itself have one.
+    ensemble: str | None = None
+    # False: it trains ensembles only, so no phase, training-run, concurrent-jobs or worker cases are made for it.
+    single_model: bool = True
+    step: str = "eager"  # STEP_KINDS: how the trainer executes a training step
+
+    def __post_init__(self):
+        assert self.language in LANGUAGES, f"{self.name}: unknown language {self.language}"
+        assert set(self.absent) <= set(DEVICES) and set(self.notes) <= set(DEVICES)
+        assert self.ensemble in (None, "loop", "vmap") and (self.ensemble != "vmap" or self.language == "python"), (
+            f"{self.name}: ensemble {self.ensemble!r}")
+        assert self.single_model or (self.ensemble and not self.phases), f"{self.name}: trains nothing"
+        assert self.step in STEP_KINDS, f"{self.name}: unknown step {self.step}"
+
+    @property
+    def one_shot(self) -> str | None:
+        """Its phase timed once per worker (graph_capture, compile), or None."""
+        return next((phase for phase in self.phases if phase in ONE_SHOT_PHASES), None)
+
+    @property
+    def run_phases(self) -> tuple[str, ...]:
+        """The phases its training run times: the model's construction, its one-shot phase, and train_step where
+        the step is one graph, else the step's parts."""
+        whole = self.step in WHOLE_STEP_KINDS
+        timed = [phase for phase in self.phases if whole or phase != "train_step"]
+        return tuple(dict.fromkeys(["optimizer_init"] + timed))  # every run builds its model first
+
+    def absent_reason(self, device: str) -> str | None:
+        return self.absent.get(device)
+
+    def trainer_options(self) -> dict:
+        """What the trainer of its language is told (Trainer kwargs; pb_options for C++)."""
+        options = {"loader": self.loader, "step": self.step}
+        if self.language == "python":
+            options |= {"optimizer": self.optimizer} | ({"ensemble": self.ensemble} if self.ensemble else {})
+        return options
+
+    def runs_in(self, fixtures) -> bool:
+        """Whether a test taking these fixtures has cases for it: ensemble tests (they take `models`) for
+        implementations with an ensemble, every other test for those that train a single model."""
+        return bool(self.ensemble) if "models" in fixtures else self.single_model
+
+    @property
+    def pair(self) -> str:
+        """The implementation its ratio is taken against: its reference, or for the published pair the other side."""
+        return self.reference or ("cpp" if self.language == "python" else "python")
+
+
+REGISTRY: tuple[Implementation, ...] = (
+    Implementation("python", "python", "the published Python pipeline: torchvision's MNIST, ToTensor and Normalize "
+                   "per image, a DataLoader of 64", None, ensemble="loop"),
+    Implementation("cpp", "cpp", "the published C++ pipeline: LibTorch's MNIST (the split converted to float / 255 "
+                   "once), Normalize and Stack per batch", None, ensemble="loop"),
+    Implementation("python-tensor", "python", "LibTorch's loader design in Python: the split converted to float / 255 "
+                   "once, per index LibTorch's Normalize ((image - mean) / std), a DataLoader that stacks the batch",
+                   "cpp", loader="tensor"),
+    Implementation("python-batched", "python", "the split normalized once; each batch is a slice of it", "cpp-batched",
+                   loader="batched", split_on_device=True),
+    Implementation("cpp-batched", "cpp", "the split normalized once; each batch is a slice of it", "cpp",
+                   loader="batched", split_on_device=True),
+    Implementation("python-workers", "python", "the published pipeline in one persistent DataLoader worker process "
+                   "(pin_memory on cuda), as pytorch/examples runs on accelerators", "python", loader="workers",
+                   notes=dict.fromkeys(("cpu", "cuda"), WORKERS_DATA_LOADING)),
+    Implementation("python-foreach", "python", "the published pipeline with torch.optim.SGD(foreach=True)", "python",
+                   optimizer="foreach",
+                   notes={"cuda": "foreach is already torch.optim.SGD's default on cuda: python-foreach trains as "
+                                  "python does there"}),
+    Implementation("python-fused", "python", "the published pipeline with torch.optim.SGD(fused=True)", "python",
+                   optimizer="fused"),
+    Implementation("python-vmap", "python", "an ensemble of M models as one vectorized model: torch.func's "
+                   "stack_module_state, functional_call and vmap, one SGD over the stacked parameters", "python",
+                   ensemble="vmap", single_model=False, phases=()),
+    # CUDA graphs and torch.compile (README, "CUDA graphs and torch.compile"): the batched loader, so that the host
+    # feeds the GPU as little as possible; each batch is copied into the graph's static input buffers.
+    Implementation("python-graphs", "python", "the batched loader; the whole step (forward, loss, backward, SGD) "
+                   "captured into CUDA graphs (torch.cuda.graph), one per batch shape, replayed per batch",
+                   "cpp-graphs", loader="batched", step="graphs", phases=GRAPH_PHASES,
+                   absent={"cpu": CUDA_ONLY_GRAPHS}),
+    Implementation("cpp-graphs", "cpp", "the batched loader; the whole step captured into CUDA graphs "
+                   "(at::cuda::CUDAGraph), one per batch shape, replayed per batch", "cpp-batched",
+                   loader="batched", step="graphs", phases=GRAPH_PHASES, absent={"cpu": CUDA_ONLY_GRAPHS}),
+    Implementation("python-compile", "python", "the batched loader; the model through torch.compile (default "
+                   "mode, both batch shapes compiled before the first step)", "python-batched", loader="batched",
+                   split_on_device=True, step="compile", phases=COMPILE_PHASES),
+    Implementation("python-compile-cudagraphs", "python", "the batched loader; the model through "
+                   "torch.compile(mode=\"reduce-overhead\"): the compiler's CUDA graphs of forward and backward, "
+                   "the optimizer eager", "python-graphs", loader="batched", split_on_device=True,
+                   step="compile-cudagraphs", phases=COMPILED_CUDAGRAPH_PHASES,
+                   absent={"cpu": "mode=\"reduce-overhead\" is CUDA graphs: without CUDA it is the default mode, "
+                                  "which python-compile measures"}),
+)
+BY_NAME = {impl.name: impl for impl in REGISTRY}
+NAMES = tuple(BY_NAME)
+DEFAULT_IMPLS = ("python", "cpp")  # the published pair
+
+
+def get(name: str) -> Implementation:
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown implementation '{name}': {', '.join(NAMES)}") from None
+
+
+def parse(text: str) -> tuple[str, ...]:
+    """--impl's value: names comma-separated, or 'all'; a ValueError lists the valid ones."""
+    chosen = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    if chosen == ("all",):
+        return NAMES
+    bad = [name for name in chosen if name not in BY_NAME]
+    if bad or not chosen:
+        raise ValueError(f"--impl {text!r}: valid values are {', '.join(NAMES)} (comma-separated), or all")
+    return chosen
+
+
+def variants() -> tuple[Implementation, ...]:
+    """Every implementation that has a reference: what the equivalence tests compare with it."""
+    return tuple(impl for impl in REGISTRY if impl.reference)
+
+
+def language_reference(impl: Implementation) -> Implementation:
+    """The published implementation of its language, which it must train bit-identically to (README, "Both
+    implementations train the same model")."""
+    return BY_NAME[impl.language]

@@ -1,0 +1,167 @@
+"""Build the C++ trainer (cpp/) into a shared library, once per source and toolchain.
+
+The library is cached under build/<hash>/ where the hash covers the sources, the Makefile,
+the compiler flags and the torch version, so a second run rebuilds nothing.
+`python -m phasebench.worker.build` builds by hand and prints the library's path.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CPP_DIR = ROOT / "cpp"
+BUILD_DIR = ROOT / "build"
+SOURCES = ("phasebench.cpp", "phasebench.h", "Makefile")
+LIBRARY_NAME = "libphasebench.so"
+# The plain C++ program the trainer is held to (cpp/plain/mnist_plain.cpp; `python -m phasebench.plain`).
+PLAIN_SOURCES = ("plain/mnist_plain.cpp", "Makefile")
+PLAIN_NAME = "mnist_plain"
+# PHASEBENCH_SANITIZE=address builds (and caches separately) an AddressSanitizer library.
+SANITIZERS = {"": "", "address": "-fsanitize=address -fno-omit-frame-pointer"}
+
+
+class BuildUnavailable(RuntimeError):
+    """No C++ toolchain here: the cpp cases are skipped with this message."""
+
+
+class BuildFailed(RuntimeError):
+    """The compiler ran and failed: the cpp cases fail with its output."""
+
+
+def cuda_header_dir() -> str | None:
+    """A folder holding the CUDA runtime's headers that ATen/cuda/CUDAGraph.h includes (cuda_runtime_api.h and
+    the crt/host_config.h it pulls in), or None. The pip CUDA wheels need no toolkit: the runtime's headers
+    come with nvidia-cuda-runtime (crt/ only with nvidia-cuda-crt) and, complete, with triton's NVIDIA
+    backend, which torch's CUDA wheels install. CUDA_HOME's toolkit comes first where there is one."""
+    import importlib.util
+
+    candidates = [Path(os.environ[name], "include") for name in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(name)]
+    candidates.append(Path("/usr/local/cuda/include"))
+    for package, below in (("nvidia", ("cu13/include", "cuda_runtime/include")), ("triton", ("backends/nvidia/include",))):
+        spec = importlib.util.find_spec(package)
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            candidates += [Path(location, sub) for sub in below]
+    for folder in candidates:
+        if (folder / "cuda_runtime_api.h").is_file() and (folder / "crt" / "host_config.h").is_file():
+            return str(folder)
+    return None
+
+
+def make_variables() -> dict[str, str]:
+    import torch
+    from torch.utils import cpp_extension
+
+    libdir = cpp_extension.library_paths()[0]
+    cuda_libs = [f"-l{name}" for name in ("torch_cuda", "c10_cuda") if Path(libdir, f"lib{name}.so").exists()]
+    # CUDA graphs (cpp-graphs) where torch has CUDA and the runtime's headers are here; without them the
+    # library still builds, and refuses a "graphs" trainer with that reason.
+    headers = cuda_header_dir() if cuda_libs else None
+    cuda_graphs = f"-DPHASEBENCH_CUDA_GRAPHS=1 -isystem {headers}" if headers else ""
+    sanitize = os.environ.get("PHASEBENCH_SANITIZE", "")
+    if sanitize not in SANITIZERS:
+        raise BuildFailed(f"PHASEBENCH_SANITIZE={sanitize!r}: valid values are {sorted(SANITIZERS)}")
+    return {
+        "CXX": os.environ.get("CXX", "g++"),
+        "TORCH_INCLUDES": " ".join(cpp_extension.include_paths()),
+        "TORCH_LIBDIR": libdir,
+        "TORCH_CUDA_LIBS": " ".join(cuda_libs),
+        "ABI_FLAG": f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}",
+        "SANITIZE": SANITIZERS[sanitize],
+        "CUDA_GRAPHS": cuda_graphs,
+        "TORCH_VERSION": torch.__version__,  # not used by make; part of the hash
+    }
+
+
+def sanitizer_runtime_env() -> dict[str, str]:
+    """Environment for a process that loads the PHASEBENCH_SANITIZE=address library (C++ workers): Python
+    is not built with ASan, so the ASan runtime must be preloaded, and libstdc++ with it, or ASan finds no
+    C++ exception functions to wrap. Defaults for ASAN_OPTIONS (yours win): no leak report, which would
+    list Python's and LibTorch's allocations that live until exit; a segfault stays a SIGSEGV, as the
+    suite reports it without ASan. The pytest process itself must not preload ASan: torch's cuDNN
+    loading aborts under it."""
+    if os.environ.get("PHASEBENCH_SANITIZE", "") != "address":
+        return {}
+    compiler = os.environ.get("CXX", "g++")
+    preload = [subprocess.run([compiler, f"-print-file-name={name}"], capture_output=True, text=True,
+                              check=True).stdout.strip() for name in ("libasan.so", "libstdc++.so")]
+    return {"LD_PRELOAD": " ".join(preload),
+            "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "detect_leaks=0:handle_segv=0")}
+
+
+def build_hash(variables: dict[str, str], sources: tuple[str, ...] = SOURCES) -> str:
+    digest = hashlib.sha256()
+    for name in sources:
+        digest.update(name.encode() + b"\0" + (CPP_DIR / name).read_bytes())
+    for key in sorted(variables):
+        digest.update(f"{key}={variables[key]}\0".encode())
+    return digest.hexdigest()[:16]
+
+
+def toolchain_missing() -> str | None:
+    """Why the C++ library cannot be built here (no compiler or make on PATH), or None when it can."""
+    for tool in (os.environ.get("CXX", "g++"), "make"):  # make_variables()'s CXX
+        if shutil.which(tool) is None:
+            return f"no C++ toolchain: '{tool}' not found on PATH (install g++ and make)"
+    return None
+
+
+def library_path(quiet: bool = True) -> Path:
+    """The built library, building it first if the cache has none for this hash."""
+    return _built(LIBRARY_NAME, SOURCES, target=None, quiet=quiet)
+
+
+def plain_program_path(quiet: bool = True) -> Path:
+    """The built plain C++ program (cpp/plain/mnist_plain.cpp), cached as the library is."""
+    return _built(PLAIN_NAME, PLAIN_SOURCES, target="plain", quiet=quiet)
+
+
+def _built(name: str, sources: tuple[str, ...], target: str | None, quiet: bool) -> Path:
+    missing = toolchain_missing()
+    if missing:
+        raise BuildUnavailable(missing)
+    variables = make_variables()
+    if target:  # the same variables hash another set of sources: keep the two apart
+        variables = variables | {"TARGET": target}
+    out_dir = BUILD_DIR / build_hash(variables, sources)
+    library = out_dir / name
+    if library.exists():
+        return library
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # Several workers may ask at once: one builds, the others wait for it.
+    with open(out_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if library.exists():
+            return library
+        partial = out_dir / (name + ".partial")
+        command = ["make", "--no-print-directory", "-B", "-C", str(CPP_DIR)] + ([target] if target else [])
+        command += [f"OUT={partial}"] + [f"{key}={value}" for key, value in variables.items()
+                                         if key not in ("TORCH_VERSION", "TARGET")]
+        if not quiet:
+            print(f"building {library} ...", file=sys.stderr, flush=True)
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise BuildFailed(f"C++ build failed ({' '.join(command)}):\n{done.stdout}{done.stderr}")
+        if done.stderr.strip():  # warnings: -Wall -Wextra should be clean (README)
+            (out_dir / "warnings.txt").write_text(done.stderr)
+        partial.rename(library)
+    return library
+
+
+def main() -> int:
+    try:
+        print(library_path(quiet=False))
+    except (BuildUnavailable, BuildFailed) as error:
+        print(error, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""The pytest side of the workers: spawn, ask, time out, and report a death with its cause."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from phasebench import registry
+from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
+from phasebench.spec import Workload
+from phasebench.worker import build
+
+ROOT = Path(__file__).resolve().parents[2]
+# A sanitizer report runs from "==PID==ERROR: AddressSanitizer: ..." to "==PID==ABORTING"; its cause is at
+# the top, often more lines above the end of the log than a tail shows.
+SANITIZER_REPORT = re.compile(r"^==(\d+)==ERROR: \w*Sanitizer\b")
+
+
+class PhaseRound(NamedTuple):
+    ns: int  # the timed body, synchronized at both ends
+    cpu_ns: int  # the worker process's CPU time across it (all threads; see README, "Utilization")
+    thread_cpu_ns: int  # the CPU time of the thread that ran it
+    product: dict  # what the phase produced (phasebench.train.trainer.product)
+    minor_faults: int = 0  # the worker process's page faults across the round, read outside the clock
+    major_faults: int = 0
+
+
+class WorkerError(RuntimeError):
+    """The worker answered with an error: the trainer's message, verbatim."""
+
+
+class WorkerDied(RuntimeError):
+    """The worker crashed, was killed, or did not answer in time."""
+
+
+class WorkerClock:
+    """pytest-benchmark's timer for phases timed inside a worker (README, "What is measured").
+
+    It stands still while the pytest process talks to the worker and advances by each duration
+    the worker reports, so pytest-benchmark's statistics see exactly the in-worker times."""
+
+    __name__ = "worker_clock"  # how saved results name the timer
+
+    def __init__(self):
+        self.ns = 0
+
+    def __call__(self) -> float:
+        return self.ns / 1e9
+
+    def advance(self, ns: int) -> None:
+        self.ns += ns
+
+
+worker_clock = WorkerClock()
+
+
+def describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit status {returncode}"
+
+
+class Worker:
+    """One worker subprocess (phasebench/worker/server.py) with its trainer started."""
+
+    def __init__(self, impl: str, device: str, options: dict, timeout: float, library: str | None = None):
+        self.impl, self.device, self.timeout = impl, device, timeout
+        self.log_path: str | None = options.get("log_path")  # the trainer's published log lines (not self.log)
+        self.log = tempfile.NamedTemporaryFile(prefix=f"phasebench-{impl}-{device}-", suffix=".log", delete=False)
+        read_fd, write_fd = os.pipe()
+        language = registry.get(impl).language
+        command = [sys.executable, "-m", "phasebench.worker.server", "--impl", impl, "--language", language,
+                   "--reply-fd", str(write_fd)]
+        if library:
+            command += ["--library", library]
+        self.started_ns = time.perf_counter_ns()
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=self.log, stderr=self.log,
+                                        pass_fds=(write_fd,), cwd=ROOT,
+                                        env=(os.environ | build.sanitizer_runtime_env()) if library else None)
+        os.close(write_fd)
+        self.replies, self.buffer = read_fd, b""
+        try:
+            self.info = self.request({"cmd": "start", "options": options})
+        except BaseException:
+            self.kill()
+            self.close()
+            raise
+
+    @property
+    def name(self) -> str:
+        return f"{self.impl} worker on {self.device}"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log_tail(self, lines: int = 15) -> str:
+        """The log's last `lines` lines, or, when it holds a sanitizer report, that report in full (the first
+        one: later ones follow from it) and the lines after it."""
+        text = Path(self.log.name).read_text(errors="replace").strip().splitlines()
+        for start, line in enumerate(text):
+            report = SANITIZER_REPORT.match(line)
+            if report:
+                ending = f"=={report.group(1)}==ABORTING"
+                end = next((i for i in range(start, len(text)) if text[i].startswith(ending)), len(text) - 1)
+                return "\n".join(text[start:end + 1] + text[end + 1:][-lines:])
+        return "\n".join(text[-lines:])
+
+    def _died(self, what: str, cause: str) -> WorkerDied:
+        tail = self.log_tail()
+        return WorkerDied(f"{self.name} {cause} during '{what}'" + (f"; its last output:\n{tail}" if tail else ""))
+
+    def _read_line(self, what: str, deadline: float) -> bytes:
+        while b"\n" not in self.buffer:
+            ready, _, _ = select.select([self.replies], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                self.kill()
+                return b""
+            chunk = os.read(self.replies, 1 << 20)
+            if not chunk:
+                self.process.wait()
+                raise self._died(what, f"died with {describe_exit(self.process.returncode)}")
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line
+
+    def request(self, message: dict, timeout: float | None = None) -> dict:
+        self.send(message)
+        return self.receive(message, timeout)
+
+    def send(self, message: dict) -> None:
+        """The first half of request(): several workers can be sent their requests before any reply is read
+        (test_concurrent_jobs releases its jobs so). Every send is followed by its receive()."""
+        try:
+            self.process.stdin.write(json.dumps(message).encode() + b"\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self.process.wait()
+            raise self._died(message.get("name") or message["cmd"],
+                             f"had died with {describe_exit(self.process.returncode)}") from None
+
+    def receive(self, message: dict, timeout: float | None = None) -> dict:
+        """The reply to `message`, sent with send(); a worker that does not answer within `timeout` seconds
+        (--round-timeout by default) is killed."""
+        what = message.get("name") or message["cmd"]
+        timeout = self.timeout if timeout is None else timeout
+        try:
+            line = self._read_line(what, time.monotonic() + timeout)
+        except BaseException:  # e.g. Ctrl-C: its reply would come out of turn, so it cannot be asked again
+            self.kill()
+            raise
+        if not line:
+            raise self._died(what, f"did not answer within {timeout:g} s (--round-timeout) and was killed")
+        reply = json.loads(line)
+        if not reply.pop("ok"):
+            raise WorkerError(f"{self.name}: {reply['error']}")
+        return reply
+
+    def run_phase(self, phase: str) -> PhaseRound:
+        reply = self.request({"cmd": "phase", "name": phase})
+        return PhaseRound(reply["ns"], reply["cpu_ns"], reply["thread_cpu_ns"], reply["product"],
+                          reply["minor_faults"], reply["major_faults"])
+
+    @property
+    def timer_floor_ns(self) -> int:
+        """The median of the empty phase, measured by the worker when it started."""
+        return self.info["timer_floor_ns"]
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """Stop the worker; returns its exit status."""
+        if self.alive():
+            try:
+                self.request({"cmd": "stop"}, timeout=timeout)
+                self.process.wait(timeout=timeout)
+            except (WorkerDied, WorkerError, subprocess.TimeoutExpired):
+                self.kill()
+        self.close()
+        return self.process.returncode
+
+    def kill(self) -> None:
+        if self.alive():
+            self.process.kill()
+        self.process.wait()
+
+    def close(self) -> None:
+        if self.replies is not None:
+            os.close(self.replies)
+            self.replies = None
+        if self.process.stdin:
+            self.process.stdin.close()
+        self.log.close()
+        os.unlink(self.log.name)
+
+
+class WorkerPool:
+    """Long-lived workers, one per (implementation, device, workload); a dead one is replaced on next use."""
+
+    def __init__(self, make_worker):
+        self.make_worker = make_worker  # (impl, device, workload, library) -> Worker
+        self.workers: dict[tuple[str, str, Workload], Worker] = {}
+
+    def get(self, impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD, library: str | None = None) -> Worker:
+        key = (impl, device, workload)
+        worker = self.workers.get(key)
+        if worker is None or not worker.alive():
+            if worker is not None:
+                del self.workers[key]  # closed once: a replacement that fails to start leaves nothing to close again
+                worker.close()
+            worker = self.workers[key] = self.make_worker(impl, device, workload, library)
+        return worker
+
+    def release(self, impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD) -> None:
+        """Stop that worker now, if it runs: no later case needs it (conftest.py), and a sweep of many
+        implementations and workloads would otherwise hold one process per pair until the session ends."""
+        worker = self.workers.pop((impl, device, workload), None)
+        if worker is not None:
+            worker.stop()
+
+    def stop_all(self) -> None:
+        for worker in self.workers.values():
+            worker.stop()
+        self.workers.clear()

@@ -1,0 +1,255 @@
+"""ctypes bindings to the C ABI of cpp/phasebench.h. Used by the C++ worker only: importing this
+module imports neither torch nor the Python trainer."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from array import array
+
+PB_OK = 0
+PB_ABI_VERSION = 4  # cpp/phasebench.h: these bindings' structs and signatures
+IMAGE_FLOATS = 28 * 28
+
+
+class Options(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_int64),
+        ("data_root", ctypes.c_char_p),
+        ("device", ctypes.c_char_p),
+        ("log_path", ctypes.c_char_p),
+        ("threads", ctypes.c_int32),
+        ("seed", ctypes.c_int64),
+        ("dropout", ctypes.c_double),
+        ("slow_phase", ctypes.c_char_p),
+        ("slow_ns", ctypes.c_int64),
+        ("slow_fraction", ctypes.c_double),
+        ("width", ctypes.c_int64),
+        ("batch_size", ctypes.c_int64),
+        ("loader", ctypes.c_char_p),
+        ("step", ctypes.c_char_p),
+    ]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(ctypes.sizeof(Options), *args, **kwargs)
+
+
+class Result(ctypes.Structure):
+    _fields_ = [
+        ("loss", ctypes.c_double),
+        ("shape", ctypes.c_int64 * 4),
+        ("ndim", ctypes.c_int32),
+        ("finite", ctypes.c_int32),
+        ("batch_index", ctypes.c_int64),
+        ("cpu_ns", ctypes.c_int64),
+        ("thread_cpu_ns", ctypes.c_int64),
+        ("leftovers", ctypes.c_int32),
+        ("on_device", ctypes.c_int32),
+        ("matches_host", ctypes.c_int32),
+        ("resident", ctypes.c_int32),
+        ("nonzero_grads", ctypes.c_int32),
+        ("zero_before", ctypes.c_int32),
+        ("distinct", ctypes.c_int32),
+        ("recompute_error", ctypes.c_double),
+        ("update_error", ctypes.c_double),
+        ("moved", ctypes.c_double),
+        ("minor_faults", ctypes.c_int64),
+        ("major_faults", ctypes.c_int64),
+    ]
+
+
+# The product's checks as phasebench.train.trainer.product names them: (field, kind); -1 or NaN is "none".
+_CHECKS = {"batch": ("batch_index", int), "leftovers": ("leftovers", int), "on_device": ("on_device", bool),
+           "matches_host": ("matches_host", bool), "resident": ("resident", bool), "nonzero_grads": ("nonzero_grads", int),
+           "zero_before": ("zero_before", bool), "distinct": ("distinct", bool),
+           "recompute_error": ("recompute_error", float), "update_error": ("update_error", float),
+           "moved": ("moved", float)}
+
+
+class CppError(RuntimeError):
+    """A PB_ERROR status; the message is the library's, verbatim."""
+
+
+_P = ctypes.c_void_p
+_I64P = ctypes.POINTER(ctypes.c_int64)
+_SIGNATURES = {
+    "pb_abi_version": [ctypes.POINTER(ctypes.c_int32)],
+    "pb_create": [ctypes.POINTER(Options), ctypes.POINTER(_P)],
+    "pb_destroy": [_P],
+    "pb_phase_names": [_P, ctypes.c_char_p, ctypes.c_int64],
+    "pb_threads": [_P, ctypes.POINTER(ctypes.c_int32)],
+    "pb_run_phase": [_P, ctypes.c_char_p, _I64P, ctypes.POINTER(Result)],
+    "pb_timer_floor": [_P, _I64P],
+    "pb_param_count": [_P, _I64P],
+    "pb_param_layout": [_P, ctypes.c_char_p, ctypes.c_int64],
+    "pb_get_params": [_P, ctypes.POINTER(ctypes.c_float), ctypes.c_int64],
+    "pb_set_params": [_P, ctypes.POINTER(ctypes.c_float), ctypes.c_int64],
+    "pb_epoch_batches": [_P, _I64P],
+    "pb_get_batch": [_P, ctypes.c_int64, ctypes.POINTER(ctypes.c_float), _I64P, ctypes.c_int64, _I64P],
+    "pb_train_steps": [_P, ctypes.c_int64, ctypes.POINTER(ctypes.c_double)],
+    "pb_evaluate": [_P, ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double)],
+    "pb_train": [_P, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64, _I64P, ctypes.c_int64, _I64P, _I64P, _I64P],
+    "pb_peak_device_memory": [_P, _I64P],
+    "pb_ensemble_create": [_P, ctypes.c_int64],
+    "pb_ensemble_step": [_P, _I64P, _I64P, _I64P, ctypes.POINTER(ctypes.c_double), ctypes.c_int64],
+    "pb_ensemble_get_params": [_P, ctypes.c_int64, ctypes.POINTER(ctypes.c_float), ctypes.c_int64],
+    "pb_ensemble_destroy": [_P],
+}
+
+
+def load(path: str) -> ctypes.CDLL:
+    lib = ctypes.CDLL(path)
+    # A library from other sources would misread the option and result structs: refuse it first.
+    version = ctypes.c_int32(-1)
+    if not hasattr(lib, "pb_abi_version") or lib.pb_abi_version(ctypes.byref(version)) != PB_OK \
+            or version.value != PB_ABI_VERSION:
+        found = "no pb_abi_version" if not hasattr(lib, "pb_abi_version") else f"ABI version {version.value}"
+        raise CppError(f"{path}: {found}, these bindings need ABI version {PB_ABI_VERSION}; rebuild it from cpp/")
+    for name, argtypes in _SIGNATURES.items():
+        function = getattr(lib, name)
+        function.argtypes, function.restype = argtypes, ctypes.c_int
+    lib.pb_last_error.argtypes, lib.pb_last_error.restype = [], ctypes.c_char_p
+    return lib
+
+
+def _product(result: Result) -> dict:
+    product = {
+        "shape": list(result.shape[: result.ndim]),
+        "finite": bool(result.finite),
+        "loss": None if math.isnan(result.loss) else result.loss,
+    }
+    for name, (field, kind) in _CHECKS.items():
+        value = getattr(result, field)
+        none = math.isnan(value) if kind is float else value == -1
+        product[name] = None if none else kind(value)
+    return product
+
+
+class CppTrainer:
+    """The C++ trainer behind the same methods as phasebench.train.trainer.Trainer (as the worker uses them)."""
+
+    def __init__(self, lib: ctypes.CDLL, root: str, device: str = "cpu", threads: int = 0, seed: int = 1,
+                 log_path: str | None = None, dropout: float = 0.5, slow_phase: str = "", slow_ns: int = 0,
+                 slow_fraction: float = 0.0, width: int = 1, batch_size: int = 64, loader: str = "published",
+                 step: str = "eager"):
+        self.lib = lib
+        self.batch_size = batch_size
+        # LibTorch's MNIST reads the IDX files straight from the folder it is given.
+        self._options = Options(f"{root}/MNIST/raw".encode(), device.encode(),
+                                log_path.encode() if log_path else None, threads, seed, dropout,
+                                slow_phase.encode(), slow_ns, slow_fraction, width, batch_size, loader.encode(),
+                                step.encode())
+        self.handle = _P()
+        self.ensemble_size = 0  # the members of the session's ensemble, as pb_ensemble_create was told
+        self._call("pb_create", ctypes.byref(self._options), ctypes.byref(self.handle))
+
+    def _call(self, name: str, *args) -> None:
+        if getattr(self.lib, name)(*args) != PB_OK:
+            raise CppError(self.lib.pb_last_error().decode(errors="replace"))
+
+    def _text(self, name: str) -> str:
+        buffer = ctypes.create_string_buffer(4096)
+        self._call(name, self.handle, buffer, len(buffer))
+        return buffer.value.decode()
+
+    def close(self):
+        if self.handle:
+            self._call("pb_destroy", self.handle)
+            self.handle = _P()
+
+    def phase_names(self) -> list[str]:
+        return self._text("pb_phase_names").split(",")
+
+    def threads(self) -> int:
+        count = ctypes.c_int32()
+        self._call("pb_threads", self.handle, ctypes.byref(count))
+        return count.value
+
+    def run_phase(self, name: str) -> tuple[int, int, int, dict, dict]:
+        ns, result = ctypes.c_int64(), Result()
+        self._call("pb_run_phase", self.handle, name.encode(), ctypes.byref(ns), ctypes.byref(result))
+        faults = {"minor_faults": result.minor_faults, "major_faults": result.major_faults}
+        return ns.value, result.cpu_ns, result.thread_cpu_ns, _product(result), faults
+
+    def timer_floor(self) -> int:
+        ns = ctypes.c_int64()
+        self._call("pb_timer_floor", self.handle, ctypes.byref(ns))
+        return ns.value
+
+    def layout(self) -> list[tuple[str, list[int]]]:
+        entries = [entry.split(" ") for entry in self._text("pb_param_layout").split(";") if entry]
+        return [(name, [int(d) for d in dims.split("x")]) for name, dims in entries]
+
+    def param_count(self) -> int:
+        count = ctypes.c_int64()
+        self._call("pb_param_count", self.handle, ctypes.byref(count))
+        return count.value
+
+    def get_params(self) -> array:
+        values = array("f", bytes(4 * self.param_count()))
+        buffer = (ctypes.c_float * len(values)).from_buffer(values)
+        self._call("pb_get_params", self.handle, buffer, len(values))
+        return values
+
+    def set_params(self, values: array) -> None:
+        buffer = (ctypes.c_float * len(values)).from_buffer(values)
+        self._call("pb_set_params", self.handle, buffer, len(values))
+
+    def epoch_batches(self) -> int:
+        count = ctypes.c_int64()
+        self._call("pb_epoch_batches", self.handle, ctypes.byref(count))
+        return count.value
+
+    def batch_at(self, index: int) -> tuple[array, list[int]]:
+        images = (ctypes.c_float * (self.batch_size * IMAGE_FLOATS))()
+        labels = (ctypes.c_int64 * self.batch_size)()
+        size = ctypes.c_int64()
+        self._call("pb_get_batch", self.handle, index, images, labels, self.batch_size, ctypes.byref(size))
+        n = size.value
+        return array("f", images[: n * IMAGE_FLOATS]), list(labels[:n])
+
+    def train_steps(self, steps: int) -> list[float]:
+        losses = (ctypes.c_double * steps)()
+        self._call("pb_train_steps", self.handle, steps, losses)
+        return list(losses)
+
+    def evaluate(self) -> tuple[float, float]:
+        accuracy, loss = ctypes.c_double(), ctypes.c_double()
+        self._call("pb_evaluate", self.handle, ctypes.byref(accuracy), ctypes.byref(loss))
+        return accuracy.value, loss.value
+
+    def train(self, epochs: int, synchronize: bool, max_steps: int = 0) -> tuple[dict[str, int], int, int, int]:
+        names = self.phase_names()
+        totals = (ctypes.c_int64 * len(names))()
+        steps, loop_ns, cpu_ns = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
+        self._call("pb_train", self.handle, epochs, int(synchronize), max_steps, totals, len(names),
+                   ctypes.byref(steps), ctypes.byref(loop_ns), ctypes.byref(cpu_ns))
+        return dict(zip(names, totals)), steps.value, loop_ns.value, cpu_ns.value
+
+    # Ensembles (README, "Concurrent jobs and ensembles"), as phasebench.train.trainer.Trainer's methods of the same names.
+    def start_ensemble(self, models: int) -> None:
+        self._call("pb_ensemble_create", self.handle, models)
+        self.ensemble_size = models
+
+    def stop_ensemble(self) -> None:
+        self._call("pb_ensemble_destroy", self.handle)
+        self.ensemble_size = 0
+
+    def ensemble_step(self) -> tuple[int, int, int, list[float]]:
+        ns, cpu_ns, thread_ns = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
+        losses = (ctypes.c_double * max(self.ensemble_size, 1))()
+        self._call("pb_ensemble_step", self.handle, ctypes.byref(ns), ctypes.byref(cpu_ns), ctypes.byref(thread_ns),
+                   losses, len(losses))
+        return ns.value, cpu_ns.value, thread_ns.value, list(losses[: self.ensemble_size])
+
+    def ensemble_params(self, member: int) -> array:
+        values = array("f", bytes(4 * self.param_count()))  # every member has the session model's layout
+        buffer = (ctypes.c_float * len(values)).from_buffer(values)
+        self._call("pb_ensemble_get_params", self.handle, member, buffer, len(values))
+        return values
+
+    def peak_device_memory(self) -> int | None:
+        """Peak bytes allocated on the device since train() began; None on cpu."""
+        peak = ctypes.c_int64()
+        self._call("pb_peak_device_memory", self.handle, ctypes.byref(peak))
+        return None if peak.value < 0 else peak.value

@@ -1,0 +1,222 @@
+"""The worker subprocess: one per (implementation, device), it owns a trainer and times phases.
+
+    python -m phasebench.worker.server --impl NAME --language python|cpp --reply-fd FD [--library PATH]
+
+Requests arrive as JSON lines on stdin; each gets one JSON line on FD. The process's own
+stdout is pointed at stderr so that nothing printed by torch, torchvision or LibTorch can
+corrupt the replies. The C++ worker loads the library with ctypes and never imports torch
+or the Python trainer (README, "How it is built").
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import ctypes
+import json
+import os
+import resource
+import signal
+import sys
+import time
+from array import array
+
+
+class PythonAdapter:
+    def __init__(self, options: dict):
+        from phasebench.train.trainer import PHASE_NAMES, Trainer
+
+        # The program's own time starts here, with torch imported (README, "The published table, redone").
+        start = time.perf_counter_ns()
+        self.trainer = Trainer(**options)
+        self.setup_ns = time.perf_counter_ns() - start
+        self.names = list(PHASE_NAMES)
+
+    def phase_names(self):
+        return self.names
+
+    def get_params(self) -> bytes:
+        return self.trainer.get_params().numpy().tobytes()
+
+    def set_params(self, data: bytes):
+        import torch
+
+        self.trainer.set_params(torch.frombuffer(bytearray(data), dtype=torch.float32))
+
+    def batch_at(self, index: int):
+        data, target = self.trainer.batch_at(index)
+        return data.float().contiguous().numpy().tobytes(), target.tolist()
+
+    def ensemble_params(self, member: int) -> bytes:
+        return self.trainer.ensemble_params(member).numpy().tobytes()
+
+
+class CppAdapter:
+    def __init__(self, options: dict, library: str):
+        from phasebench.worker import cpp_lib
+
+        lib = cpp_lib.load(library)
+        start = time.perf_counter_ns()
+        self.trainer = cpp_lib.CppTrainer(lib, **options)
+        self.setup_ns = time.perf_counter_ns() - start
+
+    def phase_names(self):
+        return self.trainer.phase_names()
+
+    def get_params(self) -> bytes:
+        return self.trainer.get_params().tobytes()
+
+    def set_params(self, data: bytes):
+        self.trainer.set_params(array("f", data))
+
+    def batch_at(self, index: int):
+        images, labels = self.trainer.batch_at(index)
+        return images.tobytes(), labels
+
+    def ensemble_params(self, member: int) -> bytes:
+        return self.trainer.ensemble_params(member).tobytes()
+
+
+def fault(kind: str):
+    """Test-only fault knob (README, "Faults and bad input"): make this worker die or hang on purpose,
+    on a "fault" request or on the phases named in PHASEBENCH_TEST_FAULT."""
+    if kind == "segfault":
+        ctypes.string_at(0)
+    elif kind == "abort":
+        os.abort()
+    elif kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif kind == "hang":
+        while True:
+            time.sleep(3600)
+    raise ValueError(f"unknown fault '{kind}': segfault, abort, kill or hang")
+
+
+def faults_for(impl: str) -> dict[str, str]:
+    """PHASEBENCH_TEST_FAULT=[IMPL/]PHASE:KIND[,...] as {phase: kind} for a worker of `impl`: lets one
+    suite run show what a faulty case does to the others."""
+    faults = {}
+    for item in filter(None, os.environ.get("PHASEBENCH_TEST_FAULT", "").split(",")):
+        target, _, kind = item.partition(":")
+        only_impl, _, phase = target.rpartition("/")
+        if only_impl in ("", impl):
+            faults[phase] = kind
+    return faults
+
+
+def on_the_shared_clock(work):
+    """Runs work(); returns its result and when it started and ended on CLOCK_MONOTONIC (perf_counter_ns, which
+    every process on the machine shares, so test_concurrent_jobs can line jobs up), with the process CPU time
+    across it (all threads) and its page faults (minor and major, read outside the clocks)."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_start, started = time.process_time_ns(), time.perf_counter_ns()
+    result = work()
+    ended = time.perf_counter_ns()
+    cpu_ns = time.process_time_ns() - cpu_start
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return result, {"started_at_ns": started, "ended_at_ns": ended, "request_cpu_ns": cpu_ns,
+                    "minor_faults": after.ru_minflt - before.ru_minflt, "major_faults": after.ru_majflt - before.ru_majflt}
+
+
+def handle(adapter, request: dict) -> dict:
+    command = request["cmd"]
+    trainer = adapter.trainer
+    if command == "phase":
+        ns, cpu_ns, thread_cpu_ns, product, faults = trainer.run_phase(request["name"])
+        return {"ns": ns, "cpu_ns": cpu_ns, "thread_cpu_ns": thread_cpu_ns, "product": product} | faults
+    if command == "phase_names":
+        return {"names": adapter.phase_names()}
+    if command == "layout":
+        return {"layout": trainer.layout()}
+    if command == "get_params":
+        return {"data": base64.b64encode(adapter.get_params()).decode()}
+    if command == "set_params":
+        adapter.set_params(base64.b64decode(request["data"]))
+        return {}
+    if command == "epoch_batches":
+        return {"count": trainer.epoch_batches()}
+    if command == "batch":
+        images, labels = adapter.batch_at(request["index"])
+        return {"images": base64.b64encode(images).decode(), "labels": labels}
+    if command == "train_steps":
+        losses, clock = on_the_shared_clock(lambda: trainer.train_steps(request["steps"]))
+        return {"losses": losses} | clock
+    if command == "evaluate":
+        accuracy, loss = trainer.evaluate()
+        return {"accuracy": accuracy, "loss": loss}
+    if command == "train":
+        (totals, steps, loop_ns, cpu_ns), clock = on_the_shared_clock(
+            lambda: trainer.train(request["epochs"], request["synchronize"], request.get("max_steps", 0)))
+        # The published Total Time: the program from before its dataset is opened to its last step.
+        return {"phase_ns": totals, "steps": steps, "loop_ns": loop_ns, "phase_cpu_ns": cpu_ns,
+                "setup_ns": adapter.setup_ns, "program_ns": adapter.setup_ns + loop_ns,
+                # This process's peak resident memory so far (Linux reports KiB), and the device's peak since
+                # train() began (README, "Implementations and workloads").
+                "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                "peak_device_bytes": trainer.peak_device_memory()} | clock
+    # Ensembles (README, "Concurrent jobs and ensembles"): M models built from seeds 1..M, a timed step of all
+    # of them, a member's parameters.
+    if command == "ensemble_start":
+        trainer.start_ensemble(request["models"])
+        return {}
+    if command == "ensemble_step":
+        ns, cpu_ns, thread_cpu_ns, losses = trainer.ensemble_step()
+        return {"ns": ns, "cpu_ns": cpu_ns, "thread_cpu_ns": thread_cpu_ns, "losses": losses}
+    if command == "ensemble_params":
+        return {"data": base64.b64encode(adapter.ensemble_params(request["member"])).decode()}
+    if command == "ensemble_stop":
+        trainer.stop_ensemble()
+        return {}
+    if command == "fault":
+        fault(request["kind"])
+    raise ValueError(f"unknown command '{command}'")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--impl", required=True, help="the implementation's name (bench/registry.py)")
+    parser.add_argument("--language", choices=("python", "cpp"), required=True)
+    parser.add_argument("--reply-fd", type=int, required=True)
+    parser.add_argument("--library")
+    args = parser.parse_args(argv)
+    replies = os.fdopen(args.reply_fd, "w", buffering=1)
+    os.dup2(2, 1)
+
+    def reply(message: dict):
+        replies.write(json.dumps(message) + "\n")
+
+    adapter = None
+    faults = faults_for(args.impl)
+    for line in sys.stdin:
+        request = json.loads(line)
+        command = request.get("cmd")
+        try:
+            if command == "phase" and request["name"] in faults:
+                fault(faults[request["name"]])
+            if command == "stop":
+                if adapter is not None:
+                    adapter.trainer.close()
+                reply({"ok": True})
+                return 0
+            if command == "ping":  # the round trip alone, for worker_overhead
+                reply({"ok": True})
+                continue
+            if command == "start":
+                if adapter is not None:  # a restart with other options (the equivalence tests): a fresh trainer
+                    adapter.trainer.close()
+                    adapter = None
+                adapter = (PythonAdapter(request["options"]) if args.language == "python"
+                           else CppAdapter(request["options"], args.library))
+                reply({"ok": True, "pid": os.getpid(), "phases": adapter.phase_names(),
+                       "threads": adapter.trainer.threads(), "timer_floor_ns": adapter.trainer.timer_floor()})
+                continue
+            if adapter is None:
+                raise RuntimeError(f"'{command}' before 'start'")
+            reply({"ok": True} | handle(adapter, request))
+        except Exception as error:  # the client raises it with this message, verbatim
+            reply({"ok": False, "error": str(error), "type": type(error).__name__})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

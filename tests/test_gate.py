@@ -1,0 +1,305 @@
+"""Regression gating (phasebench/gate/__init__.py, phasebench/plugin/gating.py; README, "Baselines and CI gating"), proven end to
+end: the suite runs in a subprocess that saves a baseline, then fails against it with one phase slowed by the
+test-only knob, and passes without it. The CI workflows pass actionlint."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from pytest_benchmark.utils import get_machine_id
+
+from phasebench import gate
+from phasebench.registry import NAMES as IMPLEMENTATIONS
+from phasebench.results import METHOD_VERSION
+from phasebench.train.trainer import PHASE_NAMES
+from phasebench.worker.client import ROOT
+
+# A phase of tens of microseconds on cpu slowed by 20 ms: far beyond the run-to-run noise of a busy
+# machine, which the generous thresholds leave room for, so the verdicts below cannot flake.
+SLOW = "python/loss:20ms"
+GATES = ("--benchmark-compare=0001", "--benchmark-compare-fail=median:400%", "--phase-ratio-fail=400%")
+
+
+def run_suite(pytestconfig, storage: Path, *options: str, slow: str | None = None) -> subprocess.CompletedProcess:
+    """The loss phase on cpu in both implementations, a few rounds, results in `storage`."""
+    env = {name: value for name, value in os.environ.items() if name != gate.SLOW_PHASE_ENV}
+    if slow:
+        env[gate.SLOW_PHASE_ENV] = slow
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "-k", "test_phase and loss",
+               "--device", "cpu", "--rounds", "5", "--warmup-rounds", "1",
+               f"--mnist-root={os.path.abspath(pytestconfig.getoption('mnist_root'))}",
+               f"--dataset={pytestconfig.getoption('dataset')}", f"--benchmark-storage={storage}", *options]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    result.output = result.stdout + result.stderr
+    assert "Traceback" not in result.output, result.output
+    return result
+
+
+@pytest.fixture(scope="module")
+def baseline(pytestconfig, tmp_path_factory) -> Path:
+    storage = tmp_path_factory.mktemp("benchmarks")
+    # The histogram rides along: --benchmark-histogram works (pytest-benchmark[histogram], requirements.txt).
+    saved = run_suite(pytestconfig, storage, "--benchmark-save=base", f"--benchmark-histogram={storage / 'histogram'}")
+    assert saved.returncode == 0, saved.output
+    return storage
+
+
+@pytest.mark.needs_data
+def test_histogram_is_written(baseline):
+    svg = (baseline / "histogram-loss.svg").read_text()
+    assert svg.startswith("<?xml") and "test_phase[loss-python-cpu]" in svg and "test_phase[loss-cpp-cpu]" in svg
+
+
+@pytest.mark.needs_data
+def test_slowed_phase_fails_both_gates(pytestconfig, baseline, tmp_path):
+    result = run_suite(pytestconfig, baseline, *GATES, f"--benchmark-json={tmp_path / 'slowed.json'}", slow=SLOW)
+    assert result.returncode == 1, result.output
+    assert "Performance has regressed" in result.output
+    assert "test_phase[loss-python-cpu] (0001_base) - Field 'median' has failed" in result.output
+    assert "test_phase[loss-cpp-cpu] (0001_base) - Field" not in result.output  # only python was slowed
+    assert "regression gate failed" in result.output
+    # The failed gate leaves the rest of the summary: the utilization of each benchmark (README, "Utilization").
+    assert "phasebench utilization: GPU busy % mean/max, worker CPU in cores" in result.output
+    assert "loss: cpp-cpu CPU " in result.output and "python-cpu CPU " in result.output
+    [ratio] = [line for line in result.output.splitlines() if line.startswith("loss on cpu: python/cpp median ratio")]
+    assert "slower relative to cpp, over the 400% limit" in ratio
+    # The knob shows in the header and the comparison, and stays in the saved result.
+    assert f"TEST KNOB {gate.SLOW_PHASE_ENV}={SLOW}" in result.output
+    assert any("machine_info" in line and SLOW in line for line in result.output.splitlines()), result.output
+    saved = json.loads((tmp_path / "slowed.json").read_text())
+    assert saved["machine_info"]["phasebench"]["test_slow_phase"] == SLOW
+
+
+@pytest.mark.needs_data
+def test_unchanged_run_passes_both_gates(pytestconfig, baseline):
+    result = run_suite(pytestconfig, baseline, *GATES)
+    assert result.returncode == 0, result.output
+    assert "Comparing against benchmarks from" in result.output
+    assert "Performance has regressed" not in result.output
+    assert "regression gate failed" not in result.output
+    # What the user reads (README, "Options"): the timing used, not pytest-benchmark's defaults; nothing
+    # skipped that an explicit --device or --benchmark-only excluded; the answer with its direction.
+    assert "(its timer, rounds, warm-up and calibration are not used: see phasebench: timing)" in result.output
+    assert "phasebench: timing: each phase inside its worker process" in result.output
+    assert "one call a round, 5 rounds after 1 warm-up" in result.output
+    assert "skipped" not in result.output and " deselected" in result.output
+    answer = result.output.split("phasebench: the answer on cpu", 1)[1].splitlines()
+    [loss] = [line for line in answer if line.startswith("loss ")]
+    assert loss.split()[3].endswith("×") and loss.split()[4] in ("slower", "—"), loss  # slower, — faster, — the same
+
+
+@pytest.mark.needs_data
+def test_a_gated_run_in_which_nothing_ran_fails(pytestconfig, baseline, tmp_path, monkeypatch):
+    """A GPU runner that lost its GPU, with the default devices: every cuda case skips with its reason, and the gate
+    fails instead of passing green; --benchmark-json says why it wrote nothing."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    result = run_suite(pytestconfig, baseline, *GATES, "-k", "test_phase and loss and cuda", "--device=cpu,cuda",
+                       f"--benchmark-json={tmp_path / 'out.json'}")
+    assert result.returncode == 1, result.output
+    assert "nothing compared: no benchmark ran, so none was compared with " in result.output
+    assert f"phasebench: --benchmark-json={tmp_path / 'out.json'}: nothing written: no benchmark ran (2 skipped)" \
+        in result.output
+    assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize("content, compare, problem", [
+    (None, "0001", "no baseline in {storage} matches '0001'"),
+    (None, "{storage}/no/such/base.json", "baseline {storage}/no/such/base.json does not exist"),
+    ('{"benchmarks": [', "0001", "baseline {file} is unreadable: not JSON"),
+    ((Path(__file__).parent / "fixtures" / "missing.json").read_text(), "0001",
+     f"{{file}} was measured by phasebench method 1, this run by method {METHOD_VERSION}"),
+], ids=["missing", "missing-path", "corrupt", "other-method"])
+def test_bad_baseline_is_a_one_line_error(pytestconfig, tmp_path, content, compare, problem):
+    file = tmp_path / get_machine_id() / "0001_base.json"
+    if content is not None:
+        file.parent.mkdir()
+        file.write_text(content)
+    result = run_suite(pytestconfig, tmp_path, f"--benchmark-compare={compare.format(storage=tmp_path)}",
+                       "--benchmark-compare-fail=median:5%")
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1 and problem.format(storage=tmp_path, file=file) in errors[0], result.output
+    if "measured by" not in problem:  # another method's baseline loads: its machine_info difference still warns
+        assert "PytestBenchmarkWarning" not in result.output  # pytest-benchmark's "Can't compare", "Failed to load"
+    assert "passed" not in result.output  # stopped before any benchmark ran
+
+
+# -- phasebench/gate/__init__.py on its own ---------------------------------------------------------------------------------
+
+def saved_bench(phase: str, impl: str, median: float, device: str = "cpu") -> dict:
+    return {"fullname": f"bench/test_phases.py::test_phase[{phase}-{impl}-{device}]", "stats": {"median": median},
+            "extra_info": {"phase": phase, "implementation": impl, "device": device}}
+
+
+def test_slow_phase_knob_parses_and_rejects_typos():
+    knob = gate.parse_slow_phase("python/loss:1.5ms", PHASE_NAMES, IMPLEMENTATIONS)
+    assert (knob.phase, knob.ns, knob.impl) == ("loss", 1_500_000, "python")
+    assert knob.trainer_options("python") == {"slow_phase": "loss", "slow_ns": 1_500_000}
+    assert knob.trainer_options("cpp") == {}
+    relative = gate.parse_slow_phase("python-foreach/forward:20%", PHASE_NAMES, IMPLEMENTATIONS)
+    assert relative.trainer_options("python-foreach") == {"slow_phase": "forward", "slow_fraction": 0.2}
+    both = gate.parse_slow_phase("forward:5us", PHASE_NAMES, IMPLEMENTATIONS)
+    assert both.trainer_options("cpp") == {"slow_phase": "forward", "slow_ns": 5_000}
+    for typo, complaint in [("fowrard:5ms", "unknown phase 'fowrard'"), ("java/loss:5ms", "unknown implementation"),
+                            ("loss:5", "expected [IMPL/]PHASE:DURATION"), ("loss", "expected")]:
+        with pytest.raises(ValueError, match=complaint.replace("[", r"\[")):
+            gate.parse_slow_phase(typo, PHASE_NAMES, IMPLEMENTATIONS)
+
+
+def test_change_either_way():
+    assert gate.change_either_way(1.0, 2.0) == gate.change_either_way(2.0, 1.0) == 100.0
+    assert gate.change_either_way(3.0, 3.0) == 0.0
+
+
+def test_ratio_changes_name_the_side_that_lost():
+    baseline = [saved_bench("loss", "python", 2.0), saved_bench("loss", "cpp", 1.0),
+                saved_bench("forward", "python", 3.0), saved_bench("forward", "cpp", 1.0),
+                saved_bench("backward", "python", 1.0)]  # no cpp: no ratio
+    current = [saved_bench("loss", "python", 2.0), saved_bench("loss", "cpp", 2.0),  # cpp twice as slow
+               saved_bench("forward", "python", 3.3), saved_bench("forward", "cpp", 1.0),  # python 10% slower
+               saved_bench("backward", "python", 9.0), saved_bench("backward", "cpp", 1.0)]
+    loss, forward = gate.ratio_changes(baseline, current)
+    assert (loss.phase, loss.loser, round(loss.percent, 6)) == ("loss", "cpp", 100.0)
+    assert (forward.phase, forward.loser, round(forward.percent, 6)) == ("forward", "python", 10.0)
+    assert "cpp 100.0% slower relative to python" in str(loss)
+
+
+def test_gate_failures():
+    baseline = {"0001_base.json": {b["fullname"]: b for b in [saved_bench("loss", "python", 2.0),
+                                                                saved_bench("loss", "cpp", 1.0)]}}
+    slower_cpp = [saved_bench("loss", "python", 2.0), saved_bench("loss", "cpp", 1.5)]
+    assert gate.gate_failures(baseline, slower_cpp, ratio_limit=60) == []
+    [failure] = gate.gate_failures(baseline, slower_cpp, ratio_limit=40)
+    assert "cpp 50.0% slower relative to python, over the 40% limit (baseline 0001_base.json)" in failure
+    assert gate.gate_failures(baseline, slower_cpp, ratio_limit=None) == []
+    [nothing] = gate.gate_failures(baseline, [saved_bench("loss", "python", 1.0, device="cuda")], ratio_limit=None)
+    assert nothing.startswith("nothing compared")
+    [none_ran] = gate.gate_failures(baseline, [], ratio_limit=None)
+    assert none_ran == "nothing compared: no benchmark ran, so none was compared with 0001_base.json"
+    [no_pair] = gate.gate_failures(baseline, [saved_bench("loss", "python", 2.0)], ratio_limit=10)
+    assert "no phase has python and cpp medians" in no_pair
+
+
+def test_baseline_error(tmp_path):
+    path = tmp_path / "0001_base.json"
+    assert "No such file" in gate.baseline_error(path)
+    path.write_text(json.dumps({"benchmarks": [saved_bench("loss", "python", 1.0)]}))
+    assert gate.baseline_error(path) is None
+    path.write_text(json.dumps({"benchmarks": [{"fullname": "x", "stats": {}}]}))
+    assert gate.baseline_error(path) == "benchmark #0 has no fullname or stats.median"
+    path.write_text("[]")
+    assert gate.baseline_error(path) == "not a pytest-benchmark result (no 'benchmarks' list)"
+
+
+def test_machine_info_differences():
+    saved = {"torch": "2.14.1", "phasebench": {"test_slow_phase": None, "threads": 2}}
+    current = {"torch": "2.14.1", "phasebench": {"test_slow_phase": "loss:5ms", "threads": 2}, "new": 1}
+    assert gate.machine_info_differences(current, saved) == [
+        "new: None → 1", "phasebench.test_slow_phase: None → 'loss:5ms'"]
+
+
+def test_changes_command(tmp_path, capsys):
+    for name, cpp_median in (("a.json", 1.0), ("b.json", 1.25)):
+        benchmarks = [saved_bench("loss", "python", 2.0), saved_bench("loss", "cpp", cpp_median)]
+        (tmp_path / name).write_text(json.dumps({"benchmarks": benchmarks}))
+    assert gate.main([str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "| bench/test_phases.py::test_phase[loss-cpp-cpu] | 1000.0000 ms | 1250.0000 ms | +25.0 % | n/a (one pair) " \
+           "| n/a | no |  | not decided (one pair) |" in lines
+    assert "| loss python/cpp on cpu | 2.000 | 1.600 | -20.0 % | n/a (one pair) | n/a | no |  | not decided (one pair) |" \
+           in lines
+    assert lines[-1].startswith("largest median change 25.0% (bench/test_phases.py::test_phase[loss-cpp-cpu]); "
+                                "largest ratio change 25.0%")
+
+
+def test_changes_command_takes_run_numbers_and_names(tmp_path, capsys):
+    folder = tmp_path / get_machine_id()
+    folder.mkdir()
+    for name, cpp_median in (("0001_a.json", 1.0), ("0002_b.json", 1.25)):
+        benchmarks = [saved_bench("loss", "python", 2.0), saved_bench("loss", "cpp", cpp_median)]
+        (folder / name).write_text(json.dumps({"benchmarks": benchmarks}))
+    for names in (["0001", "0002"], ["0001_a", str(folder / "0002_b.json")]):
+        assert gate.main([*names, "--storage", f"file://{tmp_path}"]) == 0
+        assert capsys.readouterr().out.splitlines()[-1].startswith("largest median change 25.0%")
+    with pytest.raises(SystemExit, match=r"^phasebench.gate: 0003: no such file, nor a saved result of that name in "):
+        gate.main(["0001", "0003", "--storage", f"file://{tmp_path}"])
+
+
+def test_changes_command_refuses_another_method(tmp_path):
+    benchmarks = [saved_bench("loss", "python", 2.0), saved_bench("loss", "cpp", 1.0)]
+    for name, method in (("old.json", 1), ("new.json", 2)):
+        (tmp_path / name).write_text(json.dumps({"machine_info": {"phasebench": {"method": method}},
+                                                 "benchmarks": benchmarks}))
+    with pytest.raises(SystemExit, match=r"old.json was measured by phasebench method 1, .*new.json by method 2"):
+        gate.main([str(tmp_path / "old.json"), str(tmp_path / "new.json")])
+
+
+# -- the workflows ------------------------------------------------------------------------------------------------
+
+def actionlint(*arguments: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """actionlint from requirements.txt, with ShellCheck from there too for the run: scripts."""
+    scripts = Path(sysconfig.get_path("scripts"))
+    binary = scripts / "actionlint"
+    assert binary.exists(), "actionlint is missing: pip install -r requirements.txt"
+    return subprocess.run([str(binary), f"-shellcheck={scripts / 'shellcheck'}", "-pyflakes=", "-no-color",
+                           *arguments], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_workflows_pass_actionlint():
+    workflows = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+    assert workflows
+    result = actionlint(*map(str, workflows))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_actionlint_catches_a_broken_workflow(tmp_path):
+    """The check above can fail: a missing job and an unquoted shell variable are caught."""
+    broken = tmp_path / ".github" / "workflows" / "broken.yml"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("on: pull_request\njobs:\n  cpu:\n    needs: build\n    runs-on: ubuntu-latest\n"
+                      "    steps:\n      - run: echo $UNQUOTED\n")
+    result = actionlint(str(broken), cwd=tmp_path)
+    assert result.returncode == 1
+    assert 'needs job "build" which does not exist' in result.stdout
+    assert "SC2086" in result.stdout  # ShellCheck ran
+
+
+def test_commit_passed_in_for_a_copy_without_git(monkeypatch):
+    """A GPU machine's copy has no git history: the commit and its cleanness come in by environment."""
+    from phasebench import plugin
+
+    info = {"id": "unknown", "dirty": False}
+    monkeypatch.delenv(plugin.COMMIT_ENV, raising=False)
+    plugin.pytest_benchmark_update_commit_info(None, info)
+    assert info == {"id": "unknown", "dirty": False}
+    monkeypatch.setenv(plugin.COMMIT_ENV, "0123abcd")
+    monkeypatch.setenv(plugin.DIRTY_ENV, "1")
+    plugin.pytest_benchmark_update_commit_info(None, info)
+    assert (info["id"], info["dirty"]) == ("0123abcd", True) and "without git history" in info["commit_source"]
+
+
+def test_ratio_gate_compares_every_implementation_with_its_reference():
+    """Per phase, device and workload, each registered variant against its reference (README, "Implementations
+    and workloads"); the published pair once, as python/cpp."""
+    def bench(impl, median, width=1):
+        saved = saved_bench("train_step", impl, median)
+        saved["extra_info"] |= {"width": width, "batch_size": 64}
+        saved["fullname"] += f"-{impl}-w{width}"
+        return saved
+
+    baseline = [bench("python", 2.0), bench("cpp", 1.0), bench("python-batched", 1.1), bench("cpp-batched", 1.0),
+                bench("python", 8.0, width=4), bench("cpp", 4.0, width=4)]
+    current = [bench("python", 2.0), bench("cpp", 1.0), bench("python-batched", 2.2), bench("cpp-batched", 1.0),
+               bench("python", 8.0, width=4), bench("cpp", 8.0, width=4)]
+    changes = {(change.impl, change.reference, change.workload): change for change in gate.ratio_changes(baseline, current)}
+    assert set(changes) == {("python", "cpp", ""), ("python-batched", "cpp-batched", ""), ("cpp-batched", "cpp", ""),
+                            ("python", "cpp", "w4-b64")}
+    assert changes["python-batched", "cpp-batched", ""].loser == "python-batched"
+    assert str(changes["python", "cpp", "w4-b64"]) == ("train_step on cpu, w4-b64: python/cpp median ratio 2.000 → "
+                                                       "1.000, cpp 100.0% slower relative to python")

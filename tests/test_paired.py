@@ -1,0 +1,150 @@
+"""The pull-request gate's decision (phasebench/gate/paired.py; README, "Baselines and CI gating") on saved results made
+up here: an unchanged tree passes, a slowed phase fails by name, a tiny change stays under the floor, and the
+statistics agree with textbook values."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+
+from phasebench.gate import paired
+from phasebench.results import METHOD_VERSION
+
+
+def test_t_quantiles_match_the_textbook_table():
+    for df, two_sided_95 in [(1, 12.706), (2, 4.303), (4, 2.776), (9, 2.262), (30, 2.042)]:
+        assert paired.t_quantile(0.975, df) == pytest.approx(two_sided_95, abs=1e-3)
+    assert paired.t_quantile(0.8, 4) == pytest.approx(0.941, abs=1e-3)
+    assert paired.t_cdf(0.0, 3) == pytest.approx(0.5)
+
+
+def test_paired_change_and_its_interval():
+    unchanged = paired.paired_change([1.0, 1.1, 0.9, 1.05, 0.95], [1.01, 1.08, 0.92, 1.04, 0.96])
+    assert not unchanged.significant and unchanged.low < 0 < unchanged.high
+    slower = paired.paired_change([1.0, 1.1, 0.9, 1.05, 0.95], [1.2, 1.33, 1.07, 1.27, 1.13])
+    assert slower.significant and slower.low > 0 and slower.low < 0.2 < slower.high
+    assert 0 < slower.p_value < 0.001
+    one = paired.paired_change([1.0], [1.3])
+    assert one.estimate == pytest.approx(0.3) and one.low is None and not one.significant
+    assert one.interval() == "n/a (one pair)"
+
+
+def test_minimum_detectable_effect_shrinks_with_more_pairs():
+    spread = 0.05  # the log-ratio's standard deviation over pairs of unchanged runs
+    five, ten = paired.minimum_detectable(spread, 5), paired.minimum_detectable(spread, 10)
+    assert ten < five
+    # (t_0.975,4 + t_0.8,4) * 0.05 / sqrt(5) = (2.776 + 0.941) * 0.02236 = 0.0831
+    assert five == pytest.approx(math.exp(0.0831) - 1, abs=2e-4)
+    assert paired.minimum_detectable(spread, 1) == math.inf
+
+
+CASES = {  # fullname -> (phase, implementation, median seconds, timer floor seconds)
+    "test_phase[forward-python-cpu]": ("forward", "python", 2.7e-3, 160e-9),
+    "test_phase[forward-cpp-cpu]": ("forward", "cpp", 2.5e-3, 30e-9),
+    "test_phase[copy_to_device-python-cpu]": ("copy_to_device", "python", 1.0e-6, 160e-9),
+    "test_phase[copy_to_device-cpp-cpu]": ("copy_to_device", "cpp", 0.4e-6, 30e-9),
+}
+
+
+def save_run(path, rng: random.Random, noise: float, slow: dict[str, float] | None = None) -> str:
+    """A saved result with every case of CASES, its median moved by a run offset shared by all cases
+    (the machine) and by its own noise, times 1 + slow[name]."""
+    offset = rng.gauss(0, noise)
+    benchmarks = []
+    for name, (phase, impl, median, floor) in CASES.items():
+        value = median * math.exp(offset + rng.gauss(0, noise / 3)) * (1 + (slow or {}).get(name, 0))
+        benchmarks.append({"fullname": f"bench/test_phases.py::{name}", "name": name, "stats": {"median": value},
+                           "extra_info": {"phase": phase, "implementation": impl, "device": "cpu",
+                                          "timer_floor_s": floor}})
+    path.write_text(json.dumps({"machine_info": {"phasebench": {"method": METHOD_VERSION}}, "benchmarks": benchmarks}))
+    return str(path)
+
+
+def runs(tmp_path, side: str, pairs: int, seed: int, noise: float = 0.1, slow=None) -> list[paired.Run]:
+    rng = random.Random(seed)
+    return [paired.Run.load(save_run(tmp_path / f"{side}-{i}.json", rng, noise, slow)) for i in range(pairs)]
+
+
+def test_an_unchanged_tree_passes_despite_run_to_run_noise(tmp_path):
+    # 10 % run-to-run offsets, shared by both sides of a pair only by chance: here not at all.
+    for seed in range(20):
+        verdicts = paired.decide(runs(tmp_path, "base", 5, seed), runs(tmp_path, "head", 5, 1000 + seed))
+        assert not [v for v in verdicts if v.failed], paired.table(verdicts, 10, 10)
+
+
+def test_a_slowed_phase_fails_by_name_and_its_ratio_too(tmp_path):
+    slow = {"test_phase[forward-python-cpu]": 0.2}
+    verdicts = paired.decide(runs(tmp_path, "base", 5, 1, noise=0.02), runs(tmp_path, "head", 5, 2, noise=0.02, slow=slow))
+    failed = {v.case: v for v in verdicts if v.failed}
+    assert set(failed) == {"bench/test_phases.py::test_phase[forward-python-cpu]", "forward python/cpp on cpu"}, (
+        paired.table(verdicts, 10, 10))
+    assert failed["forward python/cpp on cpu"].members == ("bench/test_phases.py::test_phase[forward-python-cpu]",
+                                                           "bench/test_phases.py::test_phase[forward-cpp-cpu]")
+    assert 0.1 < failed["forward python/cpp on cpu"].change.estimate < 0.3
+    assert verdicts[0].failed  # failures first
+
+
+def test_a_tiny_phase_under_the_floor_does_not_count(tmp_path):
+    # copy_to_device in C++: 0.4 µs, 30 % slower (120 ns) against a floor of 30 ns plus spread: counts;
+    # in Python 1 µs, 12 % slower (120 ns) against its 160 ns floor: significant, over the threshold, and ignored.
+    slow = {"test_phase[copy_to_device-cpp-cpu]": 0.3, "test_phase[copy_to_device-python-cpu]": 0.12}
+    verdicts = paired.decide(runs(tmp_path, "base", 5, 3, noise=0.01), runs(tmp_path, "head", 5, 4, noise=0.01, slow=slow))
+    by_case = {v.case: v for v in verdicts}
+    assert by_case["bench/test_phases.py::test_phase[copy_to_device-cpp-cpu]"].verdict == "regressed"
+    python = by_case["bench/test_phases.py::test_phase[copy_to_device-python-cpu]"]
+    assert python.change.significant and python.verdict == "below floor", paired.table(verdicts, 10, 10)
+    assert python.floor == pytest.approx(160e-9)  # the same floor in every run: no spread to add
+
+
+def test_the_command_writes_the_summary_and_the_failing_cases(tmp_path, capsys):
+    base = [save_run(tmp_path / f"b{i}.json", random.Random(i), 0.02) for i in range(3)]
+    head = [save_run(tmp_path / f"h{i}.json", random.Random(10 + i), 0.02, {"test_phase[forward-cpp-cpu]": 0.5})
+            for i in range(3)]
+    status = paired.main(["--base", *base, "--head", *head, "--markdown", str(tmp_path / "gate.md"),
+                          "--failing", str(tmp_path / "failing.txt")])
+    out = capsys.readouterr().out
+    assert status == 1 and "**Gate: FAILED, 2 regressed**" in out
+    assert "| case | base | head | change | 95 % interval | p | significant | floor | verdict |" in out
+    assert (tmp_path / "gate.md").read_text() == out
+    assert (tmp_path / "failing.txt").read_text().splitlines() == [
+        "bench/test_phases.py::test_phase[forward-cpp-cpu]", "bench/test_phases.py::test_phase[forward-python-cpu]"]
+    assert paired.main(["--base", *base, "--head", *base]) == 0
+    with pytest.raises(SystemExit):
+        paired.main(["--base", *base, "--head", *head[:2]])
+
+
+def test_gate_study_counts_alarms_and_detections(tmp_path):
+    """phasebench.gate.study over .ci/gate-study's folders, made up here: one unchanged gated run that passed, one
+    that raised an alarm, one slowed run that named the slowed case and one that did not."""
+    from phasebench.gate import study as gate_study
+
+    assert gate_study.wilson(0, 10)[0] == 0 and gate_study.wilson(0, 10)[1] == pytest.approx(0.2775, abs=1e-3)
+    assert gate_study.wilson(10, 10)[0] == pytest.approx(0.7225, abs=1e-3)
+    rows = ["label\tindex\tstatus\tseconds", "unchanged\t1\t0\t300", "slowed\t1\t1\t500", "unchanged\t2\t1\t320",
+            "slowed\t2\t0\t310"]
+    (tmp_path / "runs.tsv").write_text("\n".join(rows) + "\n")
+    for label, index in (("unchanged", 1), ("unchanged", 2), ("slowed", 1), ("slowed", 2)):
+        storage = tmp_path / f"{label}-{index}" / "storage" / "machine"
+        storage.mkdir(parents=True)
+        rng = random.Random(index)
+        for pair in range(1, 4):
+            for side in ("base", "head"):
+                save_run(storage / f"{pair:04d}_first-{side}-{pair}.json", rng, 0.05)
+    (tmp_path / "slowed-1" / "confirm-failing.txt").write_text("bench/test_phases.py::test_phase[forward-python-cpu]\n"
+                                                               "bench/test_phases.py::test_phase[forward-cpp-cpu]\n")
+    result = gate_study.study(tmp_path, "python/forward:0.5ms", 10)
+    assert result["false_alarms"][:2] == [1, 2] and result["detections"][:2] == [1, 2]
+    assert result["other_alarms_in_slowed"][:2] == [0, 2]  # forward's ratio names cpp's forward too: not another case
+    (tmp_path / "slowed-1" / "confirm-failing.txt").write_text("bench/test_phases.py::test_phase[loss-cpp-cpu]\n")
+    result = gate_study.study(tmp_path, "python/forward:0.5ms", 10)
+    assert result["other_alarms_in_slowed"][:2] == [1, 2]
+    assert result["detections"][:2] == [0, 2]
+    (tmp_path / "slowed-1" / "confirm-failing.txt").write_text("bench/test_phases.py::test_phase[forward-python-cpu]\n")
+    result = gate_study.study(tmp_path, "python/forward:0.5ms", 10)
+    assert result["pairs"] == 3 and result["seconds"]["slowed"] == [310, 500]
+    forward = result["mde"]["bench/test_phases.py::test_phase[forward-python-cpu]"]
+    assert forward["spread_log"] > 0 and forward["mde"] > 0.1  # never below the threshold
+    assert "| test_phase[forward-python-cpu] |" in gate_study.markdown(result)

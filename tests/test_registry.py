@@ -1,0 +1,128 @@
+"""The registry of implementations and the workload record (README, "Implementations and workloads")."""
+
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+
+from phasebench import registry
+from phasebench.spec import DEFAULT, Workload, parse_sizes, workloads
+from phasebench.train.trainer import PHASE_NAMES, Net
+
+
+def test_every_implementation_is_complete():
+    for impl in registry.REGISTRY:
+        assert impl.reference is None or impl.reference in registry.BY_NAME, impl
+        assert set(impl.phases) <= set(PHASE_NAMES + registry.ONE_SHOT_PHASES), f"{impl.name}: phases {impl.phases}"
+        # A one-shot phase belongs to the step that needs it, and a step replayed whole has no split phases.
+        assert impl.one_shot == {"graphs": "graph_capture", "compile": "compile",
+                                 "compile-cudagraphs": "compile"}.get(impl.step), impl
+        if impl.step in registry.WHOLE_STEP_KINDS:
+            assert not {"forward", "loss", "backward", "param_update", "progress_print"} & set(impl.phases), impl
+        assert impl.pair in registry.BY_NAME and impl.pair != impl.name
+        assert registry.language_reference(impl).language == impl.language
+    assert registry.TRAINING_PHASES == PHASE_NAMES, "the registry's phases and phasebench/train/trainer.py's PHASES"
+    assert registry.DEFAULT_IMPLS == ("python", "cpp")
+
+
+def test_which_tests_make_cases_for_an_implementation():
+    """python-vmap trains ensembles only: no phase, training-run, concurrent-jobs or worker cases; the published
+    pair runs both kinds; an implementation without an ensemble gets no ensemble cases."""
+    vmap, python, batched = (registry.get(name) for name in ("python-vmap", "python", "python-batched"))
+    ensemble_test, job_test = ("benchmark", "impl", "device", "models"), ("benchmark", "impl", "device", "jobs")
+    assert vmap.runs_in(ensemble_test) and not vmap.runs_in(job_test) and vmap.phases == ()
+    assert python.runs_in(ensemble_test) and python.runs_in(job_test)
+    assert batched.runs_in(job_test) and not batched.runs_in(ensemble_test)
+    assert vmap.trainer_options() == {"loader": "published", "step": "eager", "optimizer": "sgd", "ensemble": "vmap"}
+    assert "ensemble" not in registry.get("cpp").trainer_options()  # C++ ensembles are loops
+    with pytest.raises(AssertionError, match="ensemble 'vmap'"):
+        registry.Implementation("cpp-vmap", "cpp", "", "cpp", ensemble="vmap")
+
+
+def test_impl_option_values():
+    assert registry.parse("all") == registry.NAMES
+    assert registry.parse(" python-batched, cpp ,cpp") == ("python-batched", "cpp")
+    for bad in ("rust", "python,", "all,cpp", ""):
+        if bad == "python,":
+            assert registry.parse(bad) == ("python",)
+            continue
+        with pytest.raises(ValueError, match="valid values are python, cpp, python-tensor"):
+            registry.parse(bad)
+
+
+def test_workload_sizes_follow_width_and_batch():
+    assert DEFAULT.id == "" and DEFAULT.parameter_count == 21_840 and DEFAULT.steps_per_epoch == 938
+    assert DEFAULT.last_batch == 32
+    wide = Workload(4, 256)
+    assert wide.id == "w4-b256" and wide.steps_per_epoch == 235 and wide.last_batch == 96
+    assert (wide.conv1_channels, wide.conv2_channels, wide.fc1_inputs, wide.fc1_units) == (40, 80, 1280, 200)
+    for workload in (DEFAULT, wide, Workload(3, 100)):  # the Net the trainer builds has the counted parameters
+        assert sum(p.numel() for p in Net(0.5, workload).parameters()) == workload.parameter_count
+    with pytest.raises(ValueError):
+        Workload(0, 64)
+
+
+def test_workload_option_values():
+    assert parse_sizes("1,4,16", "--width") == (1, 4, 16)
+    assert parse_sizes("64,64", "--batch-size") == (64,)
+    for bad in ("", "0", "4,x", "-1"):
+        with pytest.raises(ValueError, match=f"--width {bad!r}: expected positive whole numbers"):
+            parse_sizes(bad, "--width")
+    # The published workload first, so a default-only run and a sweep start alike.
+    assert [w.id for w in workloads((4, 1), (256, 64))] == ["", "w1-b256", "w4-b64", "w4-b256"]
+
+
+def test_jobs_and_models_make_the_cases(settings):
+    """phasebench/plugin/__init__.py's case generation, given --impl all, --jobs per device and --models: each device's
+    concurrent-jobs counts and every ensemble size, for the implementations that run them."""
+    from phasebench import plugin
+
+    chosen = replace(settings, impls=registry.NAMES, jobs={"cpu": (1, 3), "cuda": (2,)}, models=(2, 5))
+
+    def ids_for(*fixtures) -> list[str]:
+        made = {}
+        metafunc = SimpleNamespace(fixturenames=["benchmark", *fixtures], config=SimpleNamespace(phasebench=chosen),
+                                   parametrize=lambda names, cases, ids: made.update(ids=ids))
+        plugin.pytest_generate_tests(metafunc)
+        return made["ids"]
+
+    jobs = ids_for("impl", "device", "jobs", "workload")
+    assert {"python-cpu-1", "python-cpu-3", "cpp-cuda-2", "python-batched-cpu-3"} <= set(jobs), jobs
+    assert not [case for case in jobs if case.endswith("cuda-1") or "vmap" in case], jobs
+    ensembles = ids_for("impl", "device", "models", "workload")
+    assert set(ensembles) == {f"{impl}-{device}-{m}" for impl in ("python", "cpp", "python-vmap")
+                              for device in ("cpu", "cuda") for m in (2, 5)}, ensembles
+    assert not [case for case in ids_for("impl", "device", "workload") if "vmap" in case]  # e.g. the training run
+
+
+def test_a_sweep_runs_workload_after_workload_and_each_pooled_worker_stops_after_its_last_case(settings):
+    """A sweep of every implementation over six workloads holds 54 pooled workers of about 0.7 GB each; kept to the
+    session's end they filled this machine's 24 GiB and slowed every clock. Generated workload by workload and
+    stopped after their last case (conftest.py), at most a few live at once."""
+    import conftest
+    from phasebench import plugin
+    from phasebench.spec import workloads
+
+    chosen = replace(settings, impls=registry.NAMES, workloads=workloads((1, 4, 16), (64, 256)))
+    made = {}
+    metafunc = SimpleNamespace(fixturenames=["benchmark", "worker_for", "phase", "impl", "device", "workload"],
+                               config=SimpleNamespace(phasebench=chosen),
+                               parametrize=lambda names, cases, ids: made.update(names=names, cases=cases))
+    plugin.pytest_generate_tests(metafunc)
+    items = [SimpleNamespace(fixturenames=metafunc.fixturenames,
+                             callspec=SimpleNamespace(params=dict(zip(made["names"], case.values))))
+             for case in made["cases"]]
+    order = [item.callspec.params["workload"] for item in items]
+    assert order == sorted(order), "a workload's cases are not together"
+    last = conftest.last_users(items)
+    alive, most = set(), 0
+    for item in items:
+        alive.add(key := conftest.pool_key(item))
+        most = max(most, len(alive))
+        if last[key] is item:
+            alive.discard(key)
+    assert len(last) == 6 * len([impl for impl in registry.REGISTRY if impl.runs_in(made["names"])
+                                 and not impl.absent_reason("cpu")]) + 6 * len(
+        [impl for impl in registry.REGISTRY if impl.runs_in(made["names"]) and not impl.absent_reason("cuda")])
+    assert most <= 2, most  # (in this order; pytest_collection_modifyitems' rotation makes it 3 at most)
+    assert conftest.pool_key(SimpleNamespace(fixturenames=["worker_for"], callspec=SimpleNamespace(params={}))) is None
