@@ -7,7 +7,6 @@ import pytest
 
 from bench.test_phases import phase_cpu
 from phasebench import registry
-from phasebench.train.trainer import LOSS_ITEM
 from phasebench.worker.client import worker_clock
 
 pytestmark = pytest.mark.benchmark(timer=worker_clock)
@@ -20,13 +19,13 @@ def test_loss_item(benchmark, worker_for, utilization_of, settings, impl, device
     losses, taken = [], []
 
     def one_round():
-        timed = worker.run_phase(LOSS_ITEM.name)
+        timed = worker.run_phase("loss_item")
         worker_clock.advance(timed.ns)
         losses.append(timed.product["loss"])
         taken.append(timed)
 
-    benchmark.group = LOSS_ITEM.name
-    benchmark.extra_info.update(implementation=impl, device=device, phase=LOSS_ITEM.name, **workload.as_info(),
+    benchmark.group = "loss_item"
+    benchmark.extra_info.update(implementation=impl, device=device, phase="loss_item", **workload.as_info(),
                                 rounds=settings.rounds,
                                 warmup_rounds=settings.warmup_rounds, threads=settings.threads,
                                 timer_floor_s=worker.timer_floor_ns / 1e9)

@@ -15,8 +15,8 @@ from phasebench import registry
 from phasebench.plugin import RUN_ORDER
 from phasebench.registry import ONE_SHOT_PHASES
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
+from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
 from phasebench.spec import Workload
-from phasebench.train.trainer import PHASE_NAMES
 from phasebench.utilization import THREAD_CPU_MIN_BODY_S, cores_available
 from phasebench.worker.client import WorkerError, worker_clock
 

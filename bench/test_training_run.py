@@ -24,7 +24,8 @@ import pytest
 
 from phasebench import registry
 from phasebench.registry import ONE_SHOT_PHASES
-from phasebench.train.trainer import LOG_INTERVAL, PHASE_NAMES
+from phasebench.spec import LOG_INTERVAL
+from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
 from phasebench.worker.client import describe_exit, worker_clock
 
 CHECK_STEPS = 3 * LOG_INTERVAL + 1  # every phase runs, progress_print four times

@@ -3,9 +3,12 @@
 One record per implementation: its name on the command line, its language (which worker runs it), what
 it changes against the published pipeline of its language, the implementation it is compared with (the
 report's ratios, the ratio gate, the equivalence tests), the devices it runs on with the reason it is
-absent elsewhere, and its phases. The worker pool, the test parametrization, the report and the gate
-iterate over this registry and never name two languages: adding an implementation is one entry here
-plus its loader or step in one language (phasebench/train/loaders.py, or cpp/phasebench.cpp's make_source).
+absent elsewhere, and its phases. An implementation is made of pieces (language, loader, step, optimizer,
+ensemble); its phases, the devices it runs on and whether its split lives on the device follow from the pieces
+(phasebench/spec.py says what each piece implies) and are derived here, never stored. The worker pool, the test
+parametrization, the report and the gate iterate over this registry and never name two languages: adding an
+implementation is one entry here, plus its piece in one language where the piece is new (docs/architecture.md,
+"Adding an implementation").
 
 This module imports neither torch nor the trainers, so that the report and the gate can read it.
 """
@@ -14,20 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from phasebench.spec import ONE_SHOT_PHASES, TRAINING_PHASES  # noqa: F401  (re-exported)
+from phasebench.spec import (  # noqa: F401  (ONE_SHOT_PHASES, TRAINING_PHASES re-exported)
+    ENSEMBLES, LOADERS, ONE_SHOT_PHASES, OPTIMIZERS, STEP_IN_RUN, STEPS, TRAINING_PHASES, step_phases)
 
 LANGUAGES = ("python", "cpp")
 DEVICES = ("cpu", "cuda")
-# How a step is executed: eagerly (as published); captured whole into CUDA graphs and replayed; the model through
-# torch.compile, in its default mode or with mode="reduce-overhead" (CUDA graphs made by the compiler).
-STEP_KINDS = ("eager", "graphs", "compile", "compile-cudagraphs")
-# A step replayed as one graph has no forward, loss, backward or update of its own to time.
-WHOLE_STEP_KINDS = ("graphs", "compile-cudagraphs")
-GRAPH_PHASES = ("data_loading", "copy_to_device", "graph_capture", "train_step")
-COMPILED_CUDAGRAPH_PHASES = ("data_loading", "copy_to_device", "compile", "train_step")
-COMPILE_PHASES = TRAINING_PHASES + ("compile",)
-CUDA_ONLY_GRAPHS = "CUDA graphs capture CUDA work: there is nothing to capture on cpu"
-
+STEP_KINDS = tuple(STEPS)
+WHOLE_STEP_KINDS = tuple(kind for kind, facts in STEPS.items() if facts.whole)
 
 # What python-workers' data_loading times (recorded in its results' extra_info["note"]).
 WORKERS_DATA_LOADING = ("data_loading times taking a batch the loader process already prepared off its queue (or "
@@ -36,45 +32,62 @@ WORKERS_DATA_LOADING = ("data_loading times taking a batch the loader process al
 
 @dataclass(frozen=True)
 class Implementation:
+    """An implementation is language × loader × step × optimizer (× ensemble): everything else follows."""
+
     name: str
     language: str  # "python" or "cpp": which worker (phasebench/worker/server.py) runs it
     changes: str  # what it changes against the published pipeline of its language, in a few words
     reference: str | None  # what it is compared with (None: the published pair, compared with each other)
-    loader: str = "published"  # the trainer's data pipeline: phasebench/train/loaders.py, Trainer::make_source
+    loader: str = "published"  # the data pipeline: spec.LOADERS (phasebench/train/loaders.py, cpp/src/sources.cpp)
+    step: str = "eager"  # how a step executes: spec.STEPS (phasebench/train/steps.py, cpp/src/step*.cpp)
     optimizer: str = "sgd"  # "sgd" as published, "foreach" or "fused" (Python's torch.optim.SGD flags)
-    # Devices it does not run on, with the reason its cases skip there.
-    absent: dict[str, str] = field(default_factory=dict)
-    # Per device, what a reader of its results must know (recorded in extra_info["note"]).
-    notes: dict[str, str] = field(default_factory=dict)
-    phases: tuple[str, ...] = TRAINING_PHASES
-    split_on_device: bool = False  # on an accelerator the whole split lives there: copy_to_device copies nothing
     # How its test_ensemble trains M models (README, "Concurrent jobs and ensembles"): "loop" (one model after
     # another) or "vmap" (one vectorized ensemble, Python only); None: no ensemble cases. An ensemble step's
     # data loading is untimed, so only the implementations that differ in the step itself have one.
     ensemble: str | None = None
     # False: it trains ensembles only, so no phase, training-run, concurrent-jobs or worker cases are made for it.
     single_model: bool = True
-    step: str = "eager"  # STEP_KINDS: how the trainer executes a training step
+    # Per device, what a reader of its results must know (recorded in extra_info["note"]).
+    notes: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         assert self.language in LANGUAGES, f"{self.name}: unknown language {self.language}"
-        assert set(self.absent) <= set(DEVICES) and set(self.notes) <= set(DEVICES)
-        assert self.ensemble in (None, "loop", "vmap") and (self.ensemble != "vmap" or self.language == "python"), (
+        assert self.loader in LOADERS and self.step in STEPS and self.optimizer in OPTIMIZERS, self.name
+        assert set(self.notes) <= set(DEVICES)
+        assert self.ensemble in (None, *ENSEMBLES) and (self.ensemble != "vmap" or self.language == "python"), (
             f"{self.name}: ensemble {self.ensemble!r}")
-        assert self.single_model or (self.ensemble and not self.phases), f"{self.name}: trains nothing"
-        assert self.step in STEP_KINDS, f"{self.name}: unknown step {self.step}"
+        assert self.single_model or self.ensemble, f"{self.name}: trains nothing"
+        assert self.language == "python" or self.optimizer == "sgd", f"{self.name}: SGD's flags are Python's"
+
+    @property
+    def phases(self) -> tuple[str, ...]:
+        """Its per-phase cases: its step's phases (none where it trains ensembles only)."""
+        return step_phases(self.step) if self.single_model else ()
+
+    @property
+    def split_on_device(self) -> bool:
+        """On an accelerator the whole split lives there and copy_to_device copies nothing: its loader keeps the
+        split on the device and its step reads batches where they are."""
+        return LOADERS[self.loader] and not STEPS[self.step].static_inputs
+
+    @property
+    def absent(self) -> dict[str, str]:
+        """The devices it does not run on, with the reason its cases skip there."""
+        reason = STEPS[self.step].cuda_only
+        return {"cpu": reason} if reason else {}
 
     @property
     def one_shot(self) -> str | None:
         """Its phase timed once per worker (graph_capture, compile), or None."""
-        return next((phase for phase in self.phases if phase in ONE_SHOT_PHASES), None)
+        return STEPS[self.step].one_shot
 
     @property
     def run_phases(self) -> tuple[str, ...]:
-        """The phases its training run times: the model's construction, its one-shot phase, and train_step where
-        the step is one graph, else the step's parts."""
-        whole = self.step in WHOLE_STEP_KINDS
-        timed = [phase for phase in self.phases if whole or phase != "train_step"]
+        """The totals its training run records: the model's construction, its one-shot phase, and step_in_run
+        where the step is one graph, else the step's parts."""
+        whole = STEPS[self.step].whole
+        timed = [STEP_IN_RUN if phase == "train_step" else phase for phase in self.phases
+                 if whole or phase != "train_step"]
         return tuple(dict.fromkeys(["optimizer_init"] + timed))  # every run builds its model first
 
     def absent_reason(self, device: str) -> str | None:
@@ -107,9 +120,9 @@ REGISTRY: tuple[Implementation, ...] = (
                    "once, per index LibTorch's Normalize ((image - mean) / std), a DataLoader that stacks the batch",
                    "cpp", loader="tensor"),
     Implementation("python-batched", "python", "the split normalized once; each batch is a slice of it", "cpp-batched",
-                   loader="batched", split_on_device=True),
+                   loader="batched"),
     Implementation("cpp-batched", "cpp", "the split normalized once; each batch is a slice of it", "cpp",
-                   loader="batched", split_on_device=True),
+                   loader="batched"),
     Implementation("python-workers", "python", "the published pipeline in one persistent DataLoader worker process "
                    "(pin_memory on cuda), as pytorch/examples runs on accelerators", "python", loader="workers",
                    notes=dict.fromkeys(("cpu", "cuda"), WORKERS_DATA_LOADING)),
@@ -121,25 +134,22 @@ REGISTRY: tuple[Implementation, ...] = (
                    optimizer="fused"),
     Implementation("python-vmap", "python", "an ensemble of M models as one vectorized model: torch.func's "
                    "stack_module_state, functional_call and vmap, one SGD over the stacked parameters", "python",
-                   ensemble="vmap", single_model=False, phases=()),
+                   ensemble="vmap", single_model=False),
     # CUDA graphs and torch.compile (README, "CUDA graphs and torch.compile"): the batched loader, so that the host
     # feeds the GPU as little as possible; each batch is copied into the graph's static input buffers.
     Implementation("python-graphs", "python", "the batched loader; the whole step (forward, loss, backward, SGD) "
-                   "captured into CUDA graphs (torch.cuda.graph), one per batch shape, replayed per batch",
-                   "cpp-graphs", loader="batched", step="graphs", phases=GRAPH_PHASES,
-                   absent={"cpu": CUDA_ONLY_GRAPHS}),
+                   "captured into CUDA graphs (torch.cuda.CUDAGraph), one per batch shape, replayed per batch",
+                   "cpp-graphs", loader="batched", step="graphs"),
     Implementation("cpp-graphs", "cpp", "the batched loader; the whole step captured into CUDA graphs "
                    "(at::cuda::CUDAGraph), one per batch shape, replayed per batch", "cpp-batched",
-                   loader="batched", step="graphs", phases=GRAPH_PHASES, absent={"cpu": CUDA_ONLY_GRAPHS}),
+                   loader="batched", step="graphs"),
     Implementation("python-compile", "python", "the batched loader; the model through torch.compile (default "
                    "mode, both batch shapes compiled before the first step)", "python-batched", loader="batched",
-                   split_on_device=True, step="compile", phases=COMPILE_PHASES),
+                   step="compile"),
     Implementation("python-compile-cudagraphs", "python", "the batched loader; the model through "
                    "torch.compile(mode=\"reduce-overhead\"): the compiler's CUDA graphs of forward and backward, "
-                   "the optimizer eager", "python-graphs", loader="batched", split_on_device=True,
-                   step="compile-cudagraphs", phases=COMPILED_CUDAGRAPH_PHASES,
-                   absent={"cpu": "mode=\"reduce-overhead\" is CUDA graphs: without CUDA it is the default mode, "
-                                  "which python-compile measures"}),
+                   "the optimizer eager", "python-graphs", loader="batched",
+                   step="compile-cudagraphs"),
 )
 BY_NAME = {impl.name: impl for impl in REGISTRY}
 NAMES = tuple(BY_NAME)

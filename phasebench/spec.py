@@ -33,12 +33,52 @@ ONE_SHOT_PHASES = tuple(ONE_SHOT_LABELS)
 # Not training phases: the empty timed region (the timer floor, worker_overhead), and the C++ example's per-step
 # loss.item() (README, "How our trainers differ from pytorch/examples").
 EXTRA_LABELS = {"loss_item": "loss.item()", "noop": "No-op"}
-LABELS = PHASE_LABELS | ONE_SHOT_LABELS | EXTRA_LABELS
+
+
+
+# -- the pieces an implementation is made of, and what follows from each (no torch: the registry derives an
+# implementation's phases and devices from them; phasebench/train/steps.py and loaders.py are the pieces) --
+@dataclass(frozen=True)
+class StepFacts:
+    """How a training step executes."""
+
+    whole: bool = False  # replayed whole (one graph): no forward, loss, backward, update or log line of its own
+    one_shot: str | None = None  # its phase timed once per worker, before its first step: ONE_SHOT_PHASES
+    static_inputs: bool = False  # each batch is copied into the graph's static input buffers
+    cuda_only: str | None = None  # why it cannot run on cpu, where it cannot
+
+
+CUDA_ONLY_GRAPHS = "CUDA graphs capture CUDA work: there is nothing to capture on cpu"
+# Eagerly (as published); captured whole into CUDA graphs and replayed; the model through torch.compile, in its
+# default mode or with mode="reduce-overhead" (CUDA graphs made by the compiler, the optimizer eager).
+STEPS = {
+    "eager": StepFacts(),
+    "graphs": StepFacts(whole=True, one_shot="graph_capture", static_inputs=True, cuda_only=CUDA_ONLY_GRAPHS),
+    "compile": StepFacts(one_shot="compile"),
+    "compile-cudagraphs": StepFacts(whole=True, one_shot="compile", cuda_only=(
+        "mode=\"reduce-overhead\" is CUDA graphs: without CUDA it is the default mode, which python-compile measures")),
+}
+# Data pipelines; split_on_device: on an accelerator the whole split lives there, so copy_to_device copies nothing
+# (unless the step copies each batch into static buffers).
+LOADERS = {"published": False, "tensor": False, "batched": True, "workers": False}
+OPTIMIZERS = ("sgd", "foreach", "fused")
+ENSEMBLES = ("loop", "vmap")
+
+
+def step_phases(step: str) -> tuple[str, ...]:
+    """The phases of a trainer whose step is `step`: a step replayed whole has no parts of its own to time."""
+    facts = STEPS[step]
+    if facts.whole:
+        return ("data_loading", "copy_to_device", facts.one_shot, "train_step")
+    return TRAINING_PHASES + ((facts.one_shot,) if facts.one_shot else ())
+
 
 # The training run's in-loop total of a step replayed whole (a graph): the step and its log line, without the
 # loading and copying that the per-phase case train_step also holds. Results saved before it had its own name
 # recorded it as "train_step"; run_total reads both.
 STEP_IN_RUN = "step_in_run"
+RUN_LABELS = {STEP_IN_RUN: "Step In Run"}
+LABELS = PHASE_LABELS | ONE_SHOT_LABELS | EXTRA_LABELS | RUN_LABELS
 
 
 def run_total(phase_total: dict, name: str):
@@ -48,6 +88,7 @@ def run_total(phase_total: dict, name: str):
     return phase_total.get(name)
 
 
+LOG_INTERVAL = 10  # a log line every 10 batches, as published
 TRAIN_IMAGES = 60_000  # the split LibTorch's MNIST requires
 IMAGE_SIDE = 28
 

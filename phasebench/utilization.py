@@ -151,17 +151,6 @@ class CpuWindow:
 
 # --- GPU -------------------------------------------------------------------------------------------
 
-def pci_bus_id(device: str) -> str:
-    """The PCI bus id of a worker's cuda device, as NVML spells it.
-
-    The pytest process sees the same CUDA_VISIBLE_DEVICES as the workers it spawns, so its cuda:i is
-    the worker's; a bare "cuda" is cuda:0 in the worker, which never changes its current device."""
-    import torch
-
-    properties = torch.cuda.get_device_properties(torch.device(device).index or 0)
-    return f"{properties.pci_domain_id:08X}:{properties.pci_bus_id:02X}:{properties.pci_device_id:02X}.0"
-
-
 class BufferedReader:
     """The driver's samples of one kind (nvmlDeviceGetSamples) newer than the last one read."""
 
@@ -373,31 +362,37 @@ class Monitor:
             self.nvml.nvmlShutdown()
             self.nvml = None
 
-    def mps(self, device: str) -> dict | None:
-        """mps_status() for a cuda device, with its compute mode from NVML where NVML is up; None on cpu."""
-        if not device.startswith("cuda"):
+    def mps(self, worker) -> dict | None:
+        """mps_status() for a worker on cuda, with its GPU's compute mode from NVML where NVML is up; None on cpu."""
+        if not worker.device.startswith("cuda"):
             return None
         mode = None
         if self.nvml is not None:
             try:
-                handle = self.nvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id(device))
+                handle = self.nvml.nvmlDeviceGetHandleByPciBusId(worker.pci_bus_id)
                 code = self.nvml.nvmlDeviceGetComputeMode(handle)
                 mode = COMPUTE_MODES.get(code, str(code))
             except self.nvml.NVMLError as error:
                 mode = f"unknown ({type(error).__name__}: {error})"
         return mps_status(mode)
 
-    def _gpu_window(self, device: str) -> GpuWindow | None:
+    def _gpu_window(self, worker) -> GpuWindow | None:
+        """The sampler of the GPU the worker computes on: the worker reports its device's PCI bus id (NVML's
+        spelling), so that this process never touches CUDA and never guesses how the worker numbers its GPUs."""
+        device = worker.device
         if self.nvml is None or not device.startswith("cuda"):
             return None
-        if device not in self.readers:
-            bus_id = pci_bus_id(device)
+        bus_id = getattr(worker, "pci_bus_id", None)
+        if bus_id is None:
+            self.reason = self.reason or f"{device}: the worker reported no PCI bus id"
+            return None
+        if bus_id not in self.readers:
             try:
-                self.readers[device] = gpu_readers(self.nvml, self.nvml.nvmlDeviceGetHandleByPciBusId(bus_id))
+                self.readers[bus_id] = gpu_readers(self.nvml, self.nvml.nvmlDeviceGetHandleByPciBusId(bus_id))
             except self.nvml.NVMLError as error:
                 self.reason = self.reason or f"{device} (PCI {bus_id}) not sampled: {type(error).__name__}: {error}"
                 return None
-        return GpuWindow(self.nvml, self.readers[device], self.interval_s)
+        return GpuWindow(self.nvml, self.readers[bus_id], self.interval_s)
 
     @contextmanager
     def watch(self, benchmark, worker):
@@ -409,7 +404,7 @@ class Monitor:
             yield
             benchmark.extra_info.update(gpu=None, cpu=None)
             return
-        gpu = self._gpu_window(worker.device)
+        gpu = self._gpu_window(worker)
         if gpu:
             gpu.start()
         try:

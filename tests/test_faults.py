@@ -475,7 +475,8 @@ def test_pytest_itself_does_not_import_torchvision():
     import sys
 
     code = ("import sys; from phasebench import plugin, report; from phasebench.train import trainer; "
-            "print(plugin._torchvision_version()); print('torchvision' in sys.modules)")
+            "from phasebench.plugin import machine; print(machine.torchvision_version()); "
+            "print('torchvision' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     import torchvision
 

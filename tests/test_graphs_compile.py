@@ -3,10 +3,14 @@ torch.compile"). Their timings are test_phase's and test_training_run's cases; t
 with eager in bench/test_equivalence.py."""
 
 import pytest
-import torch
 
-from phasebench.train.trainer import Trainer
 from phasebench.worker.client import Worker, WorkerError
+
+
+def Trainer(*args, **kwargs):  # noqa: N802  (the class, imported when a test runs: collecting imports no torch)
+    from phasebench.train.trainer import Trainer
+
+    return Trainer(*args, **kwargs)
 
 
 def test_python_refuses_what_its_step_cannot_do(settings):
@@ -38,15 +42,18 @@ def test_cpp_graph_capture_is_refused_by_an_eager_trainer(settings, worker_for):
         worker_for("cpp", "cpu").run_phase("graph_capture")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU: the check runs on the GPU machine")
 def test_two_replays_of_a_captured_step_draw_different_dropout_masks(settings, tmp_path):
     """A captured step must draw new dropout masks on every replay (the graph advances the generator's offset), not
     replay the masks of its capture: the dropout-off equivalence tests would pass either way. Two replays on the same
     batch from the same weights give the same output only if their masks are the same."""
+    if settings.cuda_reason:
+        pytest.skip(f"CUDA graphs need a GPU: the check runs on the GPU machine ({settings.cuda_reason})")
+    import torch
+
     trainer = Trainer(settings.source.root, device="cuda", step="graphs", log_path=str(tmp_path / "progress.log"))
     try:
-        trainer.ensure_ready()  # the warm-up steps and the capture
-        captured = trainer.graphs[trainer.batch_size]
+        trainer.step_piece.ensure_ready(trainer)  # the warm-up steps and the capture
+        captured = trainer.step_piece.graphs[trainer.batch_size]
         images, labels = trainer.batch_at(0)
         captured.data.copy_(images)
         captured.target.copy_(labels)

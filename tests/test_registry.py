@@ -7,7 +7,7 @@ import pytest
 
 from phasebench import registry
 from phasebench.spec import DEFAULT, Workload, parse_sizes, workloads
-from phasebench.train.trainer import PHASE_NAMES, Net
+from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
 
 
 def test_every_implementation_is_complete():
@@ -56,6 +56,8 @@ def test_workload_sizes_follow_width_and_batch():
     wide = Workload(4, 256)
     assert wide.id == "w4-b256" and wide.steps_per_epoch == 235 and wide.last_batch == 96
     assert (wide.conv1_channels, wide.conv2_channels, wide.fc1_inputs, wide.fc1_units) == (40, 80, 1280, 200)
+    from phasebench.train.model import Net
+
     for workload in (DEFAULT, wide, Workload(3, 100)):  # the Net the trainer builds has the counted parameters
         assert sum(p.numel() for p in Net(0.5, workload).parameters()) == workload.parameter_count
     with pytest.raises(ValueError):

@@ -64,13 +64,11 @@ class FakeGpu:
 
 @pytest.fixture
 def fake_nvml(monkeypatch):
-    """Installs a fake NVML and a fake torch.cuda device list; returns `install(cuda_order, nvml_gpus)`:
-    cuda_order lists the FakeGpus in the order the workers' cuda indexes see them, nvml_gpus those
-    NVML lists (default: the same, in NVML's own order, by bus id)."""
-    import torch
-
+    """Installs a fake NVML; yields `install(cuda_order, nvml_gpus)`: cuda_order lists the FakeGpus in the order
+    the workers' cuda indexes see them (worker_on reports their bus ids as a worker does), nvml_gpus those NVML
+    lists (default: the same, in NVML's own order, by bus id)."""
     gpus: list[FakeGpu] = []  # as NVML lists them
-    gpu_order: list[FakeGpu] = []  # as torch.cuda numbers them
+    gpu_order = CUDA_ORDER
 
     def handle_by_bus_id(bus_id):
         for gpu in gpus:
@@ -98,10 +96,6 @@ def fake_nvml(monkeypatch):
         assert kind == pynvml.NVML_CLOCK_SM
         return gpu.current_sm_clock
 
-    def properties(index):
-        domain, bus, device = gpu_order[index].bus_id.replace(".", ":").split(":")[:3]
-        return SimpleNamespace(pci_domain_id=int(domain, 16), pci_bus_id=int(bus, 16), pci_device_id=int(device, 16))
-
     for name, function in {
         "nvmlInit": lambda: None, "nvmlShutdown": lambda: None,
         "nvmlDeviceGetHandleByPciBusId": handle_by_bus_id, "nvmlDeviceGetSamples": samples,
@@ -111,13 +105,16 @@ def fake_nvml(monkeypatch):
         "nvmlDeviceGetClockInfo": polled(clock),
     }.items():
         monkeypatch.setattr(pynvml, name, function)
-    monkeypatch.setattr(torch.cuda, "get_device_properties", properties)
 
     def install(cuda_order: list[FakeGpu], nvml_gpus: list[FakeGpu] | None = None) -> None:
         gpus.extend(sorted(cuda_order, key=lambda gpu: gpu.bus_id) if nvml_gpus is None else nvml_gpus)
         gpu_order.extend(cuda_order)
 
-    return install
+    yield install
+    gpu_order.clear()
+
+
+CUDA_ORDER: list = []  # the fake GPUs as the workers' CUDA numbers them (fake_nvml fills it)
 
 
 def fake_benchmark(group: str = "train_step", enabled: bool = True):
@@ -125,8 +122,11 @@ def fake_benchmark(group: str = "train_step", enabled: bool = True):
 
 
 def worker_on(device: str, impl: str = "python"):
-    """Something with a worker's pid, device and impl: this process stands in for the worker."""
-    return SimpleNamespace(pid=os.getpid(), device=device, impl=impl)
+    """Something with a worker's pid, device, impl and the PCI bus id of its GPU as the worker reports it: this
+    process stands in for the worker."""
+    index = int(device.partition(":")[2] or 0)
+    bus_id = CUDA_ORDER[index].bus_id if device.startswith("cuda") and index < len(CUDA_ORDER) else None
+    return SimpleNamespace(pid=os.getpid(), device=device, impl=impl, pci_bus_id=bus_id)
 
 
 def monitor() -> Monitor:

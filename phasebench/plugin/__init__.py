@@ -10,7 +10,6 @@ installed; under the entry point's name that listing does nothing.
 from __future__ import annotations
 
 import os
-import platform
 import shlex
 import signal
 from dataclasses import dataclass, field
@@ -18,8 +17,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from phasebench import data, gate, registry, utilization
+from phasebench.plugin import machine
 from phasebench.registry import DEVICES
-from phasebench.results import METHOD_VERSION
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload, parse_sizes, workloads
 from phasebench.worker import build
@@ -130,86 +129,6 @@ def _choices(config, option: str, valid: tuple[str, ...]) -> tuple[str, ...]:
     return chosen
 
 
-def _cuda_reason() -> str | None:
-    import torch
-
-    if not torch.cuda.is_available():
-        return "no usable GPU: torch.cuda.is_available() is False"
-    return None
-
-
-def _torchvision_version() -> str:
-    """torchvision.__version__ (local tag included, e.g. 0.29.1+cu130) read from its version.py: importing
-    torchvision costs about as much CPU as torch, and pytest itself reads no data (phasebench/train/loaders.py)."""
-    import importlib.util
-    import re
-    from pathlib import Path
-
-    spec = importlib.util.find_spec("torchvision")
-    try:
-        found = re.search(r"^__version__ = '([^']+)'", Path(spec.origin).with_name("version.py").read_text(), re.M)
-    except (AttributeError, TypeError, OSError):
-        found = None
-    if found:
-        return found.group(1)
-    import torchvision  # a layout this reader does not know
-
-    return torchvision.__version__
-
-
-def _machine_info(settings: Settings) -> dict:
-    import torch
-
-    info = {
-        "method": METHOD_VERSION,  # bench/results.py: results of different methods are never compared
-        "torch": torch.__version__,
-        "torchvision": _torchvision_version(),
-        "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "gpu": None,
-        "cpu": _cpu_model(),
-        "threads": settings.threads,
-        "implementations": list(settings.impls),
-        "workloads": [workload.as_info() for workload in settings.workloads],
-        "dataset": settings.source.name if settings.source else None,
-        "dataset_path": settings.source.raw_dir if settings.source else None,
-        "dataset_origin": settings.source.origin if settings.source else None,
-        "rounds": settings.rounds,
-        "warmup_rounds": settings.warmup_rounds,
-        "processes": settings.processes,
-        "test_slow_phase": settings.slow.text if settings.slow else None,  # a slowed run never passes as a real one
-    }
-    if settings.cuda_reason is None:
-        info["gpu"] = {"name": torch.cuda.get_device_name(0), "driver": _driver_version()}
-    else:
-        info["gpu_unavailable"] = settings.cuda_reason
-    return info
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _driver_version() -> str | None:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return pynvml.nvmlSystemGetDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no NVML: the version stays unknown, nothing else depends on it
-        return None
-
-
 def misread_path_option(config) -> str | None:
     """The one-line stop for `--mnist-root /abs/path` (a separate value) that made pytest choose another
     root directory and configuration than the command means: pytest picks them before any plugin has
@@ -303,7 +222,9 @@ def pytest_configure(config):
         minimum = 1 if option in ("rounds", "epochs", "run_rounds", "processes") else 0
         if config.getoption(option) < minimum:
             raise pytest.UsageError(f"--{option.replace('_', '-')} must be at least {minimum}")
-    cuda_reason = _cuda_reason()
+    # A run asks torch (in a probe process) what it picks and whether it can use a GPU; a collection does not.
+    probed = not (config.option.help or config.option.collectonly)
+    cuda_reason = machine.cuda_reason(confirm=probed and "cuda" in devices)
     unrunnable = nothing_can_run(impls, devices, cuda_reason)
     if unrunnable and not config.option.help:
         raise pytest.UsageError(unrunnable)
@@ -314,7 +235,7 @@ def pytest_configure(config):
             source = data.resolve(dataset, config.getoption("mnist_root"))
         except data.DataError as error:
             raise pytest.UsageError(str(error)) from None
-    from phasebench.train.trainer import PHASE_NAMES
+    from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
 
     if os.environ.get(COMMIT_ENV) and os.environ.get(DIRTY_ENV) not in ("0", "1"):
         raise pytest.UsageError(f"{COMMIT_ENV} needs {DIRTY_ENV}=0 (the tree it names was clean) or 1, "
@@ -324,19 +245,17 @@ def pytest_configure(config):
         slow = gate.parse_slow_phase(slow_text, PHASE_NAMES, registry.NAMES) if slow_text else None
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
-    import torch
-
-    assert PHASE_NAMES == registry.TRAINING_PHASES, "phasebench/train/trainer.py's PHASES and the registry disagree"
     config.phasebench = Settings(
         impls=impls, devices=devices, workloads=workloads(widths, batch_sizes),
-        threads=config.getoption("threads") or torch.get_num_threads(),
+        # 0 where not probed (a collection): torch's default, which no worker is started to use.
+        threads=config.getoption("threads") or (machine.probe()["threads"] if probed else 0),
         rounds=config.getoption("rounds"), warmup_rounds=config.getoption("warmup_rounds"),
         round_timeout=config.getoption("round_timeout"),
         epochs=config.getoption("epochs"), run_rounds=config.getoption("run_rounds"),
         processes=config.getoption("processes"), source=source, cuda_reason=cuda_reason, slow=slow,
         jobs=jobs, models=models,
     )
-    config.phasebench.machine = _machine_info(config.phasebench)
+    config.phasebench.machine = machine.machine_info(config.phasebench, probed)
     config.phasebench.utilization = utilization.Monitor(
         sampling=not config.getoption("no_utilization"),
         gpu_expected="cuda" in devices and config.phasebench.cuda_reason is None)
@@ -360,7 +279,7 @@ def pytest_report_header(config):
     ours = [
         f"phasebench: data: {source}",
         f"phasebench: torch {m['torch']}, torchvision {m['torchvision']}, CUDA {m['cuda']}, cuDNN {m['cudnn']}; "
-        f"GPU {gpu}; {settings.threads} intra-op threads",
+        f"GPU {gpu}; {settings.threads or 'not probed (a collection):'} intra-op threads",
         timing,
         f"phasebench: implementations {', '.join(settings.impls)}; workloads "
         f"{'; '.join(workload.label for workload in settings.workloads)}",
@@ -520,7 +439,7 @@ def pytest_collection_modifyitems(config, items):
 def _rotate_implementations(items, impls: tuple[str, ...]) -> None:
     """test_phase: which implementation runs first rotates from phase to phase, so that neither always
     follows the other on the machine (README, "What is measured"). Each case's place is stashed."""
-    from phasebench.train.trainer import PHASE_NAMES
+    from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
 
     groups: dict[tuple, list[int]] = {}
     for index, item in enumerate(items):

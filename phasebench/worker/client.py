@@ -177,6 +177,11 @@ class Worker:
                           reply["minor_faults"], reply["major_faults"])
 
     @property
+    def pci_bus_id(self) -> str | None:
+        """Its GPU's PCI bus id as the worker reports it (NVML's spelling); None on cpu."""
+        return self.info.get("pci_bus_id")
+
+    @property
     def timer_floor_ns(self) -> int:
         """The median of the empty phase, measured by the worker when it started."""
         return self.info["timer_floor_ns"]

@@ -22,11 +22,29 @@ import time
 from array import array
 
 
+def load_libraries(language: str, library: str | None = None):
+    """What each language's program has loaded before its first statement runs, outside its set-up's clock in both
+    languages alike: the Python program's imports (torch, torchvision and the trainer, as pytorch/examples' main.py
+    imports them at its top), the C++ program's shared libraries (LibTorch, through the suite's library). The
+    set-up then holds the same kind of work in both: opening the data, building the model and optimizer
+    (docs/method.md#the-training-run)."""
+    if language == "python":
+        import torchvision  # noqa: F401  (the program's import, not its set-up)
+
+        from phasebench.train import trainer
+
+        return trainer
+    from phasebench.worker import cpp_lib
+
+    return cpp_lib.load(library)
+
+
 class PythonAdapter:
     def __init__(self, options: dict):
-        from phasebench.train.trainer import PHASE_NAMES, Trainer
+        trainer = load_libraries("python")
+        PHASE_NAMES, Trainer = trainer.PHASE_NAMES, trainer.Trainer  # noqa: N806
 
-        # The program's own time starts here, with torch imported (README, "The published table, redone").
+        # The program's own time starts here, with its imports done (README, "The published table, redone").
         start = time.perf_counter_ns()
         self.trainer = Trainer(**options)
         self.setup_ns = time.perf_counter_ns() - start
@@ -55,7 +73,7 @@ class CppAdapter:
     def __init__(self, options: dict, library: str):
         from phasebench.worker import cpp_lib
 
-        lib = cpp_lib.load(library)
+        lib = load_libraries("cpp", library)
         start = time.perf_counter_ns()
         self.trainer = cpp_lib.CppTrainer(lib, **options)
         self.setup_ns = time.perf_counter_ns() - start
@@ -75,6 +93,25 @@ class CppAdapter:
 
     def ensemble_params(self, member: int) -> bytes:
         return self.trainer.ensemble_params(member).tobytes()
+
+
+def pci_bus_id(device: str) -> str | None:
+    """The PCI bus id of this worker's GPU in NVML's spelling (00000000:41:00.0), read through the CUDA runtime this
+    process already loaded (torch's or LibTorch's): the pytest process samples that GPU by this id, and never
+    touches CUDA itself. None on cpu."""
+    if not device.startswith("cuda"):
+        return None
+    index = int(device.partition(":")[2] or 0)  # a bare "cuda" is cuda:0: a worker never changes its device
+    with open("/proc/self/maps") as maps:
+        runtime = next((line.split()[-1] for line in maps if "/libcudart.so" in line), None)
+    if runtime is None:
+        raise RuntimeError(f"{device}: no CUDA runtime (libcudart) is loaded in this worker")
+    text = ctypes.create_string_buffer(64)
+    status = ctypes.CDLL(runtime).cudaDeviceGetPCIBusId(text, len(text), index)
+    if status != 0:
+        raise RuntimeError(f"{device}: cudaDeviceGetPCIBusId failed with CUDA error {status}")
+    domain, bus, rest = text.value.decode().split(":")
+    return f"{int(domain, 16):08X}:{bus.upper()}:{rest.upper()}"
 
 
 def fault(kind: str):
@@ -208,7 +245,8 @@ def main(argv=None) -> int:
                 adapter = (PythonAdapter(request["options"]) if args.language == "python"
                            else CppAdapter(request["options"], args.library))
                 reply({"ok": True, "pid": os.getpid(), "phases": adapter.phase_names(),
-                       "threads": adapter.trainer.threads(), "timer_floor_ns": adapter.trainer.timer_floor()})
+                       "threads": adapter.trainer.threads(), "timer_floor_ns": adapter.trainer.timer_floor(),
+                       "pci_bus_id": pci_bus_id(request["options"].get("device", "cpu"))})
                 continue
             if adapter is None:
                 raise RuntimeError(f"'{command}' before 'start'")

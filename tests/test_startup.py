@@ -1,0 +1,62 @@
+"""What pytest's own process and a worker's start do before any clock (docs/architecture.md): pytest imports no
+torch and touches no CUDA while it starts and collects; each worker's set-up clock starts after its language's
+libraries are loaded, in both languages alike."""
+
+import subprocess
+import sys
+
+import pytest
+
+from phasebench import registry, spec
+from phasebench.worker.client import ROOT
+
+
+def child(code: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.split()
+
+
+def test_collecting_the_whole_suite_imports_no_torch():
+    """torch's import costs about 1.5 s of CPU here, and `import torch` plus a CUDA query in the pytest process
+    would create CUDA state in the process that samples the GPU it measures."""
+    out = child("import sys, pytest; code = pytest.main(['--collect-only', '-q', '-p', 'no:cacheprovider']); "
+                "print(code, 'torch' in sys.modules, 'torchvision' in sys.modules)")
+    assert out[-3:] == ["0", "False", "False"], out[-20:]
+
+
+def test_the_report_and_the_gate_import_no_torch():
+    out = child("import sys; import phasebench.report, phasebench.gate, phasebench.registry, phasebench.spec, "
+                "phasebench.plugin; print('torch' in sys.modules)")
+    assert out == ["False"]
+
+
+def test_the_python_set_up_starts_with_its_imports_done():
+    """The C++ set-up's clock starts after LibTorch is loaded; the Python set-up's after torchvision is imported, as
+    the published Python program imports it at its top (before b8b50c5's fix, torchvision's import was inside the
+    Python set-up's clock only)."""
+    out = child("import sys\n"
+                "from phasebench.worker import server\n"
+                "import phasebench.train.trainer as trainer\n"
+                "seen = []\n"
+                "class Fake:\n"
+                "    def __init__(self, **options): seen.append('torchvision' in sys.modules)\n"
+                "trainer.Trainer = Fake\n"
+                "server.PythonAdapter({})\n"
+                "print(seen)\n")
+    assert out == ["[True]"]
+
+
+def test_what_follows_from_the_pieces_is_derived():
+    """An implementation's phases, devices and split placement follow from its step and loader."""
+    graphs, compiled = registry.get("python-graphs"), registry.get("python-compile")
+    assert graphs.phases == ("data_loading", "copy_to_device", "graph_capture", "train_step")
+    assert graphs.absent == {"cpu": spec.CUDA_ONLY_GRAPHS} and not graphs.split_on_device  # static input buffers
+    assert compiled.phases == spec.TRAINING_PHASES + ("compile",) and compiled.split_on_device
+    assert graphs.run_phases[-1] == spec.STEP_IN_RUN and "train_step" not in graphs.run_phases
+
+
+@pytest.mark.parametrize("totals, expected", [({"step_in_run": 5}, 5), ({"train_step": 7}, 7), ({}, None)],
+                         ids=["new-key", "saved-before-the-rename", "none"])
+def test_the_run_total_of_a_whole_step_reads_both_names(totals, expected):
+    assert spec.run_total(totals, spec.STEP_IN_RUN) == expected
