@@ -1,7 +1,13 @@
-"""The measurement method's version, recorded in every saved result (machine_info["phasebench"]["method"]).
+"""Saved results: where they are, reading and checking them, the key of each case in them, the pairs of
+implementations compared in them, and the measurement method that made them.
 
-Results measured by different methods are not compared: `--benchmark-compare`, `python -m phasebench.gate`
-and the ratio gate refuse them in one line. Raise the version whenever what a clock holds changes.
+The leaf that phasebench.report, phasebench.gate and the plugin read saved results through. It imports no
+torch and nothing of the suite beyond phasebench.spec and phasebench.registry (tests/test_layers.py).
+
+The method version is recorded in every saved result (machine_info["phasebench"]["method"]). Results
+measured by different methods are not compared: `--benchmark-compare`, `python -m phasebench.gate` and
+`python -m phasebench.gate.paired` refuse them in one line. Raise the version whenever what a clock holds
+changes.
 
 1. (no "method" recorded) Phases timed with what earlier rounds left freed inside the clock; training
    run Total Time from spawning the worker to its exit.
@@ -15,8 +21,20 @@ and the ratio gate refuse them in one line. Raise the version whenever what a cl
    across every round and run are recorded.
 """
 
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from phasebench import registry, spec
+
 METHOD_VERSION = 3
 
+ROOT = Path(__file__).resolve().parents[1]  # the repository
+DEFAULT_STORAGE = f"file://{ROOT / '.benchmarks'}"  # phasebench/plugin/__init__.py's default for --benchmark-storage
+
+
+# -- the method -------------------------------------------------------------------------------------------
 
 def method_of(result: dict) -> int:
     """The method a saved pytest-benchmark result was measured by (1 where none is recorded)."""
@@ -29,4 +47,93 @@ def mismatch(baseline_path, baseline: dict, current_method: int) -> str | None:
     if method == current_method:
         return None
     return (f"{baseline_path} was measured by phasebench method {method}, this run by method {current_method} "
-            f"(see bench/results.py): their timings are not comparable; measure a new baseline")
+            f"(see phasebench/results.py): their timings are not comparable; measure a new baseline")
+
+
+# -- finding and reading them ---------------------------------------------------------------------------
+
+def find_results(names: list[str], storage_url: str, prog: str = "phasebench.report") -> list[Path]:
+    """The files named, found as pytest-benchmark's own storage finds them (--benchmark-compare): paths, run
+    numbers, names; with no name, the newest result saved for this machine."""
+    from pytest_benchmark.logger import Logger  # imports pytest: only those who look for results pay for it
+    from pytest_benchmark.utils import get_machine_id, load_storage
+
+    storage = load_storage(storage_url, logger=Logger(), default_machine_id=get_machine_id(), netrc=None)
+    if not names:
+        newest = storage.query("[0-9][0-9][0-9][0-9]_")[-1:]
+        if not newest:
+            raise SystemExit(f"{prog}: no saved result in {storage}/{get_machine_id()}: run pytest with "
+                             "--benchmark-autosave first, or name a result file")
+        return newest
+    paths = []
+    for name in names:
+        try:
+            found = storage.query(name)
+        except ValueError:  # a path to no file, which pytest-benchmark's globs cannot take either
+            found = []
+        if not found:
+            raise SystemExit(f"{prog}: {name}: no such file, nor a saved result of that name in {storage}")
+        paths += found
+    return paths
+
+
+def baseline_error(path: Path) -> str | None:
+    """Why a saved result cannot serve as a baseline (or be gated), in a few words; None when it can."""
+    try:
+        saved = json.loads(Path(path).read_text(encoding="utf8"))
+    except OSError as error:
+        return error.strerror or str(error)
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+        return f"not JSON ({error})"
+    benchmarks = saved.get("benchmarks") if isinstance(saved, dict) else None
+    if not isinstance(benchmarks, list):
+        return "not a pytest-benchmark result (no 'benchmarks' list)"
+    for index, bench in enumerate(benchmarks):
+        stats = bench.get("stats") if isinstance(bench, dict) else None
+        if not isinstance(stats, dict) or "median" not in stats or "fullname" not in bench:
+            return f"benchmark #{index} has no fullname or stats.median"
+    return None
+
+
+def load(path, prog: str) -> dict:
+    """A result that can be gated (baseline_error), or SystemExit naming `prog` and the file."""
+    error = baseline_error(Path(path))
+    if error:
+        raise SystemExit(f"{prog}: {path}: {error}")
+    return json.loads(Path(path).read_text(encoding="utf8"))
+
+
+def read_result(path: Path, prog: str = "phasebench.report") -> dict:
+    """A result to report on: any pytest-benchmark JSON with a 'benchmarks' list, or SystemExit naming the file."""
+    try:
+        result = json.loads(Path(path).read_text(encoding="utf8"))
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"{prog}: {path}: cannot read it as JSON ({error})") from None
+    if not isinstance(result, dict) or not isinstance(result.get("benchmarks"), list):
+        raise SystemExit(f"{prog}: {path}: no 'benchmarks' list; not a pytest-benchmark result")
+    return result
+
+
+# -- what is in them --------------------------------------------------------------------------------------
+
+def case_key(bench: dict) -> tuple[str, str, str, str] | None:
+    """(phase, implementation, device, workload id) of a saved benchmark, from its extra_info; None for what
+    is not a phasebench case. The one place that turns a result into its key (the report and the gate read it);
+    results saved before workloads existed are of the published workload, id ''."""
+    info = bench.get("extra_info") or {}
+    if not {"phase", "device", "implementation"} <= info.keys():
+        return None
+    return info["phase"], info["implementation"], info["device"], spec.of_info(info).id
+
+
+def all_cases(result: dict) -> dict[tuple[str, str, str, str], dict]:
+    """(phase, implementation, device, workload id) -> benchmark, for every phasebench case of a result."""
+    return {key: bench for bench in result["benchmarks"] if (key := case_key(bench))}
+
+
+def ratio_pairs(names) -> list[tuple[str, str]]:
+    """(implementation, the one it is compared with) for every registered implementation among `names` whose
+    counterpart is there too: each variant with its reference, the published pair once as python/cpp."""
+    present = set(names)
+    return [(impl.name, impl.pair) for impl in registry.REGISTRY
+            if impl.name in present and impl.pair in present and (impl.reference or impl.language == "python")]

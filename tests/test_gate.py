@@ -1,4 +1,4 @@
-"""Regression gating (phasebench/gate/__init__.py, phasebench/plugin/gating.py; README, "Baselines and CI gating"), proven end to
+"""Regression gating (phasebench/gate/, phasebench/plugin/gating.py; README, "Baselines and CI gating"), proven end to
 end: the suite runs in a subprocess that saves a baseline, then fails against it with one phase slowed by the
 test-only knob, and passes without it. The CI workflows pass actionlint."""
 
@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 from pytest_benchmark.utils import get_machine_id
 
-from phasebench import gate
+from phasebench.gate import cli as gate_cli
+from phasebench.gate import compare as gate_compare
+from phasebench.gate import options as gate_options
+from phasebench.gate import stats as gate_stats
 from phasebench.registry import NAMES as IMPLEMENTATIONS
-from phasebench.results import METHOD_VERSION
-from phasebench.train.trainer import PHASE_NAMES
-from phasebench.worker.client import ROOT
+from phasebench.results import METHOD_VERSION, ROOT, baseline_error
+from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
 
 # A phase of tens of microseconds on cpu slowed by 20 ms: far beyond the run-to-run noise of a busy
 # machine, which the generous thresholds leave room for, so the verdicts below cannot flake.
@@ -28,9 +30,9 @@ GATES = ("--benchmark-compare=0001", "--benchmark-compare-fail=median:400%", "--
 
 def run_suite(pytestconfig, storage: Path, *options: str, slow: str | None = None) -> subprocess.CompletedProcess:
     """The loss phase on cpu in both implementations, a few rounds, results in `storage`."""
-    env = {name: value for name, value in os.environ.items() if name != gate.SLOW_PHASE_ENV}
+    env = {name: value for name, value in os.environ.items() if name != gate_options.SLOW_PHASE_ENV}
     if slow:
-        env[gate.SLOW_PHASE_ENV] = slow
+        env[gate_options.SLOW_PHASE_ENV] = slow
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "-k", "test_phase and loss",
                "--device", "cpu", "--rounds", "5", "--warmup-rounds", "1",
                f"--mnist-root={os.path.abspath(pytestconfig.getoption('mnist_root'))}",
@@ -70,7 +72,7 @@ def test_slowed_phase_fails_both_gates(pytestconfig, baseline, tmp_path):
     [ratio] = [line for line in result.output.splitlines() if line.startswith("loss on cpu: python/cpp median ratio")]
     assert "slower relative to cpp, over the 400% limit" in ratio
     # The knob shows in the header and the comparison, and stays in the saved result.
-    assert f"TEST KNOB {gate.SLOW_PHASE_ENV}={SLOW}" in result.output
+    assert f"TEST KNOB {gate_options.SLOW_PHASE_ENV}={SLOW}" in result.output
     assert any("machine_info" in line and SLOW in line for line in result.output.splitlines()), result.output
     saved = json.loads((tmp_path / "slowed.json").read_text())
     assert saved["machine_info"]["phasebench"]["test_slow_phase"] == SLOW
@@ -130,7 +132,7 @@ def test_bad_baseline_is_a_one_line_error(pytestconfig, tmp_path, content, compa
     assert "passed" not in result.output  # stopped before any benchmark ran
 
 
-# -- phasebench/gate/__init__.py on its own ---------------------------------------------------------------------------------
+# -- phasebench.gate on its own ------------------------------------------------------------------------------------
 
 def saved_bench(phase: str, impl: str, median: float, device: str = "cpu") -> dict:
     return {"fullname": f"bench/test_phases.py::test_phase[{phase}-{impl}-{device}]", "stats": {"median": median},
@@ -138,23 +140,23 @@ def saved_bench(phase: str, impl: str, median: float, device: str = "cpu") -> di
 
 
 def test_slow_phase_knob_parses_and_rejects_typos():
-    knob = gate.parse_slow_phase("python/loss:1.5ms", PHASE_NAMES, IMPLEMENTATIONS)
+    knob = gate_options.parse_slow_phase("python/loss:1.5ms", PHASE_NAMES, IMPLEMENTATIONS)
     assert (knob.phase, knob.ns, knob.impl) == ("loss", 1_500_000, "python")
     assert knob.trainer_options("python") == {"slow_phase": "loss", "slow_ns": 1_500_000}
     assert knob.trainer_options("cpp") == {}
-    relative = gate.parse_slow_phase("python-foreach/forward:20%", PHASE_NAMES, IMPLEMENTATIONS)
+    relative = gate_options.parse_slow_phase("python-foreach/forward:20%", PHASE_NAMES, IMPLEMENTATIONS)
     assert relative.trainer_options("python-foreach") == {"slow_phase": "forward", "slow_fraction": 0.2}
-    both = gate.parse_slow_phase("forward:5us", PHASE_NAMES, IMPLEMENTATIONS)
+    both = gate_options.parse_slow_phase("forward:5us", PHASE_NAMES, IMPLEMENTATIONS)
     assert both.trainer_options("cpp") == {"slow_phase": "forward", "slow_ns": 5_000}
     for typo, complaint in [("fowrard:5ms", "unknown phase 'fowrard'"), ("java/loss:5ms", "unknown implementation"),
                             ("loss:5", "expected [IMPL/]PHASE:DURATION"), ("loss", "expected")]:
         with pytest.raises(ValueError, match=complaint.replace("[", r"\[")):
-            gate.parse_slow_phase(typo, PHASE_NAMES, IMPLEMENTATIONS)
+            gate_options.parse_slow_phase(typo, PHASE_NAMES, IMPLEMENTATIONS)
 
 
 def test_change_either_way():
-    assert gate.change_either_way(1.0, 2.0) == gate.change_either_way(2.0, 1.0) == 100.0
-    assert gate.change_either_way(3.0, 3.0) == 0.0
+    assert gate_stats.change_either_way(1.0, 2.0) == gate_stats.change_either_way(2.0, 1.0) == 100.0
+    assert gate_stats.change_either_way(3.0, 3.0) == 0.0
 
 
 def test_ratio_changes_name_the_side_that_lost():
@@ -164,7 +166,7 @@ def test_ratio_changes_name_the_side_that_lost():
     current = [saved_bench("loss", "python", 2.0), saved_bench("loss", "cpp", 2.0),  # cpp twice as slow
                saved_bench("forward", "python", 3.3), saved_bench("forward", "cpp", 1.0),  # python 10% slower
                saved_bench("backward", "python", 9.0), saved_bench("backward", "cpp", 1.0)]
-    loss, forward = gate.ratio_changes(baseline, current)
+    loss, forward = gate_compare.ratio_changes(baseline, current)
     assert (loss.phase, loss.loser, round(loss.percent, 6)) == ("loss", "cpp", 100.0)
     assert (forward.phase, forward.loser, round(forward.percent, 6)) == ("forward", "python", 10.0)
     assert "cpp 100.0% slower relative to python" in str(loss)
@@ -174,33 +176,33 @@ def test_gate_failures():
     baseline = {"0001_base.json": {b["fullname"]: b for b in [saved_bench("loss", "python", 2.0),
                                                                 saved_bench("loss", "cpp", 1.0)]}}
     slower_cpp = [saved_bench("loss", "python", 2.0), saved_bench("loss", "cpp", 1.5)]
-    assert gate.gate_failures(baseline, slower_cpp, ratio_limit=60) == []
-    [failure] = gate.gate_failures(baseline, slower_cpp, ratio_limit=40)
+    assert gate_compare.gate_failures(baseline, slower_cpp, ratio_limit=60) == []
+    [failure] = gate_compare.gate_failures(baseline, slower_cpp, ratio_limit=40)
     assert "cpp 50.0% slower relative to python, over the 40% limit (baseline 0001_base.json)" in failure
-    assert gate.gate_failures(baseline, slower_cpp, ratio_limit=None) == []
-    [nothing] = gate.gate_failures(baseline, [saved_bench("loss", "python", 1.0, device="cuda")], ratio_limit=None)
+    assert gate_compare.gate_failures(baseline, slower_cpp, ratio_limit=None) == []
+    [nothing] = gate_compare.gate_failures(baseline, [saved_bench("loss", "python", 1.0, device="cuda")], ratio_limit=None)
     assert nothing.startswith("nothing compared")
-    [none_ran] = gate.gate_failures(baseline, [], ratio_limit=None)
+    [none_ran] = gate_compare.gate_failures(baseline, [], ratio_limit=None)
     assert none_ran == "nothing compared: no benchmark ran, so none was compared with 0001_base.json"
-    [no_pair] = gate.gate_failures(baseline, [saved_bench("loss", "python", 2.0)], ratio_limit=10)
+    [no_pair] = gate_compare.gate_failures(baseline, [saved_bench("loss", "python", 2.0)], ratio_limit=10)
     assert "no phase has python and cpp medians" in no_pair
 
 
 def test_baseline_error(tmp_path):
     path = tmp_path / "0001_base.json"
-    assert "No such file" in gate.baseline_error(path)
+    assert "No such file" in baseline_error(path)
     path.write_text(json.dumps({"benchmarks": [saved_bench("loss", "python", 1.0)]}))
-    assert gate.baseline_error(path) is None
+    assert baseline_error(path) is None
     path.write_text(json.dumps({"benchmarks": [{"fullname": "x", "stats": {}}]}))
-    assert gate.baseline_error(path) == "benchmark #0 has no fullname or stats.median"
+    assert baseline_error(path) == "benchmark #0 has no fullname or stats.median"
     path.write_text("[]")
-    assert gate.baseline_error(path) == "not a pytest-benchmark result (no 'benchmarks' list)"
+    assert baseline_error(path) == "not a pytest-benchmark result (no 'benchmarks' list)"
 
 
 def test_machine_info_differences():
     saved = {"torch": "2.14.1", "phasebench": {"test_slow_phase": None, "threads": 2}}
     current = {"torch": "2.14.1", "phasebench": {"test_slow_phase": "loss:5ms", "threads": 2}, "new": 1}
-    assert gate.machine_info_differences(current, saved) == [
+    assert gate_compare.machine_info_differences(current, saved) == [
         "new: None → 1", "phasebench.test_slow_phase: None → 'loss:5ms'"]
 
 
@@ -208,7 +210,7 @@ def test_changes_command(tmp_path, capsys):
     for name, cpp_median in (("a.json", 1.0), ("b.json", 1.25)):
         benchmarks = [saved_bench("loss", "python", 2.0), saved_bench("loss", "cpp", cpp_median)]
         (tmp_path / name).write_text(json.dumps({"benchmarks": benchmarks}))
-    assert gate.main([str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
+    assert gate_cli.main([str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "| bench/test_phases.py::test_phase[loss-cpp-cpu] | 1000.0000 ms | 1250.0000 ms | +25.0 % | n/a (one pair) " \
            "| n/a | no |  | not decided (one pair) |" in lines
@@ -225,10 +227,10 @@ def test_changes_command_takes_run_numbers_and_names(tmp_path, capsys):
         benchmarks = [saved_bench("loss", "python", 2.0), saved_bench("loss", "cpp", cpp_median)]
         (folder / name).write_text(json.dumps({"benchmarks": benchmarks}))
     for names in (["0001", "0002"], ["0001_a", str(folder / "0002_b.json")]):
-        assert gate.main([*names, "--storage", f"file://{tmp_path}"]) == 0
+        assert gate_cli.main([*names, "--storage", f"file://{tmp_path}"]) == 0
         assert capsys.readouterr().out.splitlines()[-1].startswith("largest median change 25.0%")
     with pytest.raises(SystemExit, match=r"^phasebench.gate: 0003: no such file, nor a saved result of that name in "):
-        gate.main(["0001", "0003", "--storage", f"file://{tmp_path}"])
+        gate_cli.main(["0001", "0003", "--storage", f"file://{tmp_path}"])
 
 
 def test_changes_command_refuses_another_method(tmp_path):
@@ -237,7 +239,7 @@ def test_changes_command_refuses_another_method(tmp_path):
         (tmp_path / name).write_text(json.dumps({"machine_info": {"phasebench": {"method": method}},
                                                  "benchmarks": benchmarks}))
     with pytest.raises(SystemExit, match=r"old.json was measured by phasebench method 1, .*new.json by method 2"):
-        gate.main([str(tmp_path / "old.json"), str(tmp_path / "new.json")])
+        gate_cli.main([str(tmp_path / "old.json"), str(tmp_path / "new.json")])
 
 
 # -- the workflows ------------------------------------------------------------------------------------------------
@@ -297,7 +299,7 @@ def test_ratio_gate_compares_every_implementation_with_its_reference():
                 bench("python", 8.0, width=4), bench("cpp", 4.0, width=4)]
     current = [bench("python", 2.0), bench("cpp", 1.0), bench("python-batched", 2.2), bench("cpp-batched", 1.0),
                bench("python", 8.0, width=4), bench("cpp", 8.0, width=4)]
-    changes = {(change.impl, change.reference, change.workload): change for change in gate.ratio_changes(baseline, current)}
+    changes = {(change.impl, change.reference, change.workload): change for change in gate_compare.ratio_changes(baseline, current)}
     assert set(changes) == {("python", "cpp", ""), ("python-batched", "cpp-batched", ""), ("cpp-batched", "cpp", ""),
                             ("python", "cpp", "w4-b64")}
     assert changes["python-batched", "cpp-batched", ""].loser == "python-batched"

@@ -1,5 +1,5 @@
-"""The pull-request gate's decision (phasebench/gate/paired.py; README, "Baselines and CI gating") on saved results made
-up here: an unchanged tree passes, a slowed phase fails by name, a tiny change stays under the floor, and the
+"""The pull-request gate's decision (phasebench/gate/decide.py, its command phasebench/gate/paired.py; README,
+"Baselines and CI gating") on saved results made up here: an unchanged tree passes, a slowed phase fails by name, a tiny change stays under the floor, and the
 statistics agree with textbook values."""
 
 from __future__ import annotations
@@ -10,35 +10,36 @@ import random
 
 import pytest
 
-from phasebench.gate import paired
+from phasebench.gate import paired, stats
+from phasebench.gate.decide import Run, decide, table
 from phasebench.results import METHOD_VERSION
 
 
 def test_t_quantiles_match_the_textbook_table():
     for df, two_sided_95 in [(1, 12.706), (2, 4.303), (4, 2.776), (9, 2.262), (30, 2.042)]:
-        assert paired.t_quantile(0.975, df) == pytest.approx(two_sided_95, abs=1e-3)
-    assert paired.t_quantile(0.8, 4) == pytest.approx(0.941, abs=1e-3)
-    assert paired.t_cdf(0.0, 3) == pytest.approx(0.5)
+        assert stats.t_quantile(0.975, df) == pytest.approx(two_sided_95, abs=1e-3)
+    assert stats.t_quantile(0.8, 4) == pytest.approx(0.941, abs=1e-3)
+    assert stats.t_cdf(0.0, 3) == pytest.approx(0.5)
 
 
 def test_paired_change_and_its_interval():
-    unchanged = paired.paired_change([1.0, 1.1, 0.9, 1.05, 0.95], [1.01, 1.08, 0.92, 1.04, 0.96])
+    unchanged = stats.paired_change([1.0, 1.1, 0.9, 1.05, 0.95], [1.01, 1.08, 0.92, 1.04, 0.96])
     assert not unchanged.significant and unchanged.low < 0 < unchanged.high
-    slower = paired.paired_change([1.0, 1.1, 0.9, 1.05, 0.95], [1.2, 1.33, 1.07, 1.27, 1.13])
+    slower = stats.paired_change([1.0, 1.1, 0.9, 1.05, 0.95], [1.2, 1.33, 1.07, 1.27, 1.13])
     assert slower.significant and slower.low > 0 and slower.low < 0.2 < slower.high
     assert 0 < slower.p_value < 0.001
-    one = paired.paired_change([1.0], [1.3])
+    one = stats.paired_change([1.0], [1.3])
     assert one.estimate == pytest.approx(0.3) and one.low is None and not one.significant
     assert one.interval() == "n/a (one pair)"
 
 
 def test_minimum_detectable_effect_shrinks_with_more_pairs():
     spread = 0.05  # the log-ratio's standard deviation over pairs of unchanged runs
-    five, ten = paired.minimum_detectable(spread, 5), paired.minimum_detectable(spread, 10)
+    five, ten = stats.minimum_detectable(spread, 5), stats.minimum_detectable(spread, 10)
     assert ten < five
     # (t_0.975,4 + t_0.8,4) * 0.05 / sqrt(5) = (2.776 + 0.941) * 0.02236 = 0.0831
     assert five == pytest.approx(math.exp(0.0831) - 1, abs=2e-4)
-    assert paired.minimum_detectable(spread, 1) == math.inf
+    assert stats.minimum_detectable(spread, 1) == math.inf
 
 
 CASES = {  # fullname -> (phase, implementation, median seconds, timer floor seconds)
@@ -63,24 +64,24 @@ def save_run(path, rng: random.Random, noise: float, slow: dict[str, float] | No
     return str(path)
 
 
-def runs(tmp_path, side: str, pairs: int, seed: int, noise: float = 0.1, slow=None) -> list[paired.Run]:
+def runs(tmp_path, side: str, pairs: int, seed: int, noise: float = 0.1, slow=None) -> list[Run]:
     rng = random.Random(seed)
-    return [paired.Run.load(save_run(tmp_path / f"{side}-{i}.json", rng, noise, slow)) for i in range(pairs)]
+    return [Run.load(save_run(tmp_path / f"{side}-{i}.json", rng, noise, slow)) for i in range(pairs)]
 
 
 def test_an_unchanged_tree_passes_despite_run_to_run_noise(tmp_path):
     # 10 % run-to-run offsets, shared by both sides of a pair only by chance: here not at all.
     for seed in range(20):
-        verdicts = paired.decide(runs(tmp_path, "base", 5, seed), runs(tmp_path, "head", 5, 1000 + seed))
-        assert not [v for v in verdicts if v.failed], paired.table(verdicts, 10, 10)
+        verdicts = decide(runs(tmp_path, "base", 5, seed), runs(tmp_path, "head", 5, 1000 + seed))
+        assert not [v for v in verdicts if v.failed], table(verdicts, 10, 10)
 
 
 def test_a_slowed_phase_fails_by_name_and_its_ratio_too(tmp_path):
     slow = {"test_phase[forward-python-cpu]": 0.2}
-    verdicts = paired.decide(runs(tmp_path, "base", 5, 1, noise=0.02), runs(tmp_path, "head", 5, 2, noise=0.02, slow=slow))
+    verdicts = decide(runs(tmp_path, "base", 5, 1, noise=0.02), runs(tmp_path, "head", 5, 2, noise=0.02, slow=slow))
     failed = {v.case: v for v in verdicts if v.failed}
     assert set(failed) == {"bench/test_phases.py::test_phase[forward-python-cpu]", "forward python/cpp on cpu"}, (
-        paired.table(verdicts, 10, 10))
+        table(verdicts, 10, 10))
     assert failed["forward python/cpp on cpu"].members == ("bench/test_phases.py::test_phase[forward-python-cpu]",
                                                            "bench/test_phases.py::test_phase[forward-cpp-cpu]")
     assert 0.1 < failed["forward python/cpp on cpu"].change.estimate < 0.3
@@ -91,11 +92,11 @@ def test_a_tiny_phase_under_the_floor_does_not_count(tmp_path):
     # copy_to_device in C++: 0.4 µs, 30 % slower (120 ns) against a floor of 30 ns plus spread: counts;
     # in Python 1 µs, 12 % slower (120 ns) against its 160 ns floor: significant, over the threshold, and ignored.
     slow = {"test_phase[copy_to_device-cpp-cpu]": 0.3, "test_phase[copy_to_device-python-cpu]": 0.12}
-    verdicts = paired.decide(runs(tmp_path, "base", 5, 3, noise=0.01), runs(tmp_path, "head", 5, 4, noise=0.01, slow=slow))
+    verdicts = decide(runs(tmp_path, "base", 5, 3, noise=0.01), runs(tmp_path, "head", 5, 4, noise=0.01, slow=slow))
     by_case = {v.case: v for v in verdicts}
     assert by_case["bench/test_phases.py::test_phase[copy_to_device-cpp-cpu]"].verdict == "regressed"
     python = by_case["bench/test_phases.py::test_phase[copy_to_device-python-cpu]"]
-    assert python.change.significant and python.verdict == "below floor", paired.table(verdicts, 10, 10)
+    assert python.change.significant and python.verdict == "below floor", table(verdicts, 10, 10)
     assert python.floor == pytest.approx(160e-9)  # the same floor in every run: no spread to add
 
 

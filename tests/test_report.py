@@ -1,6 +1,8 @@
-"""phasebench.report on small saved results that these tests own (bench/fixtures/): complete.json has both
+"""phasebench.report on small saved results that these tests own (tests/fixtures/): complete.json has both
 implementations on cpu and cuda with utilization and timer floors (method 2); missing.json has what a
-machine without a C++ toolchain or GPU saved by method 1 (python on cpu only), without utilization keys."""
+machine without a C++ toolchain or GPU saved by method 1 (python on cpu only), without utilization keys;
+graphs-before-step-in-run.json has python-graphs and cpp-graphs on cuda as the tree saved them before the training
+run's in-loop total of a whole step was named step_in_run (method 3, phase_total_s["train_step"])."""
 
 import csv
 import io
@@ -12,15 +14,19 @@ import pytest
 from pytest_benchmark.utils import get_machine_id
 
 from phasebench import report
+from phasebench.report import charts, cli, findings, tables
+from phasebench.report.cases import PHASES
+from phasebench.results import all_cases
 
 FIXTURES = Path(__file__).parent / "fixtures"
 COMPLETE, MISSING = FIXTURES / "complete.json", FIXTURES / "missing.json"
+GRAPHS_BEFORE_STEP_IN_RUN = FIXTURES / "graphs-before-step-in-run.json"
 PUBLISHED_ROWS = ["Total Time", "Summed Time", "Step Count", "Data Loading", "Copying To Device", "Optimizer Init",
                   "Model Forward", "Loss Calculation", "Backward Pass", "Parameter Update", "Progress Printing"]
 
 
 def run_report(capsys, *args) -> tuple[str, str]:
-    assert report.main([str(arg) for arg in args]) == 0
+    assert cli.main([str(arg) for arg in args]) == 0
     captured = capsys.readouterr()
     return captured.out, captured.err
 
@@ -97,7 +103,7 @@ def test_missing_cases_are_shown_not_crashed_on(capsys, tmp_path):
     # Method 1 timed the process, not the program: no Total Time, the process total instead.
     assert labels[:10] == PUBLISHED_ROWS[1:] and labels[10] == "Process Total (spawn to exit)"
     assert "Worker Start-up" not in labels  # saved before it was recorded
-    assert "Measured by method 1 (bench/results.py): its Total Time is the process's, spawn to exit." in cpu
+    assert "Measured by method 1 (phasebench/results.py): its Total Time is the process's, spawn to exit." in cpu
     assert "CPP: not run, no training_run in this result." in cpu
     phase_rows = markdown_rows(cpu, "**Per phase on cpu")
     assert phase_rows[0][-1] == "Time Difference (%)"  # no utilization recorded, no columns for it
@@ -144,11 +150,11 @@ def test_unreadable_result_is_one_line_naming_the_file(tmp_path, content, messag
     bad = tmp_path / "bad.json"
     bad.write_text(content)
     with pytest.raises(SystemExit) as exit_info:
-        report.main([str(bad), "--out", str(tmp_path)])
+        cli.main([str(bad), "--out", str(tmp_path)])
     assert str(bad) in str(exit_info.value) and message in str(exit_info.value)
 
     with pytest.raises(SystemExit, match="no such file"):
-        report.main([str(tmp_path / "absent.json"), "--storage", f"file://{tmp_path}", "--out", str(tmp_path)])
+        cli.main([str(tmp_path / "absent.json"), "--storage", f"file://{tmp_path}", "--out", str(tmp_path)])
 
 
 # -- every implementation and workload (README, "Implementations and workloads") ----------------------
@@ -187,8 +193,8 @@ def variants_result() -> dict:
 
 
 def test_findings_are_drawn_from_the_run():
-    cases = report.all_cases(variants_result())
-    text = "\n".join(report.findings(cases, "cpu"))
+    cases = all_cases(variants_result())
+    text = "\n".join(findings.findings(cases, "cpu"))
     # The data-loading gap 4.8 - 0.3 = 4.5 ms: the design 4.8 - 1.8 = 3.0 ms (67%), the language 1.5 ms (33%).
     assert "a gap of 4.500 ms" in text and "accounts for 3.000 ms (67%)" in text and "for 1.500 ms (33%)" in text
     assert "Batching in Python on cpu" in text and "from 4.8000 to 0.0060 ms (800× less)" in text
@@ -203,7 +209,7 @@ def test_findings_are_drawn_from_the_run():
 def test_every_implementation_table_and_memory(tmp_path):
     path = tmp_path / "variants.json"
     path.write_text(json.dumps(variants_result()))
-    out, _ = report.render(path, variants_result(), "markdown")
+    out, _ = cli.render(path, variants_result(), "markdown")
     rows = markdown_rows(out, "**Every implementation on cpu, width 1, batch 64")
     header = rows[0]
     assert header[:4] == ["Phase", "python (ms)", "cpp (ms)", "python-tensor (ms)"] and "python-fused (ms)" in header
@@ -219,11 +225,11 @@ def test_every_implementation_table_and_memory(tmp_path):
 def test_workload_chart(tmp_path):
     path = tmp_path / "variants.json"
     path.write_text(json.dumps(variants_result()))
-    assert report.main([str(path), "--out", str(tmp_path)]) == 0
+    assert cli.main([str(path), "--out", str(tmp_path)]) == 0
     chart = tmp_path / "variants-workloads.png"
     assert chart.read_bytes().startswith(b"\x89PNG") and chart.stat().st_size > 20_000
     # A result of the published pair on the published workload alone has one point per line: still drawn.
-    assert report.scaling_chart(tmp_path / "complete-workloads.png", json.loads(COMPLETE.read_text()), "t")
+    assert charts.scaling_chart(tmp_path / "complete-workloads.png", json.loads(COMPLETE.read_text()), "t")
 
 
 # -- the answer at a glance (pytest's terminal summary, phasebench/plugin/__init__.py) -------------------------------------------
@@ -236,9 +242,9 @@ def answer_rows(sections, title: str) -> dict[str, list[str]]:
 
 
 def test_direction_in_words():
-    assert report.direction(2.414) == "2.41× slower"
-    assert report.direction(0.96) == "0.96× — faster"
-    assert report.direction(0.9991) == "1.00× — the same"
+    assert findings.direction(2.414) == "2.41× slower"
+    assert findings.direction(0.96) == "0.96× — faster"
+    assert findings.direction(0.9991) == "1.00× — the same"
 
 
 def test_the_answer_per_device_with_every_ratio_and_its_direction():
@@ -253,7 +259,7 @@ def test_the_answer_per_device_with_every_ratio_and_its_direction():
     assert cpu["phase: median per call"] == ["python (ms)", "cpp (ms)", "python / cpp"]
     assert cpu["data_loading"] == ["4.8000", "0.3000", "16.00× slower"]
     assert cpu["forward"] == ["2.8000", "3.5000", "0.80× — faster"]
-    assert set(cpu) >= {phase.name for phase in report.PHASES}
+    assert set(cpu) >= {phase.name for phase in PHASES}
     # The training run's published rows, in seconds, the same way.
     assert cpu["Total Time"] == ["12.5000", "5.0000", "2.50× slower"]
     assert cpu["Summed Time"] == ["9.1000", "4.1000", "2.22× slower"]
@@ -261,8 +267,8 @@ def test_the_answer_per_device_with_every_ratio_and_its_direction():
     assert cpu["Process Total (spawn to exit)"] == ["15.5000", "5.6000", "2.77× slower"]
     # On cpu a note says why copy_to_device's per-call and in-run ratios differ; on cuda the copy is real.
     lines = dict(sections)
-    assert report.COPY_ON_CPU_NOTE in lines["phasebench: the answer on cpu"]
-    assert report.COPY_ON_CPU_NOTE not in lines["phasebench: the answer on cuda"]
+    assert findings.COPY_ON_CPU_NOTE in lines["phasebench: the answer on cpu"]
+    assert findings.COPY_ON_CPU_NOTE not in lines["phasebench: the answer on cuda"]
 
 
 def test_the_answer_has_a_column_per_implementation_and_a_ratio_per_reference():
@@ -293,10 +299,10 @@ def test_chart_shows_every_direction_names_what_was_not_measured_and_leaves_out_
         kept.append(bench)
     result["benchmarks"] = kept
     result["machine_info"]["phasebench"]["gpu_unavailable"] = "no usable GPU: test"
-    drawn = report.chart(tmp_path / "chart.png", result, "t")
+    drawn = charts.chart(tmp_path / "chart.png", result, "t")
     assert drawn["panels"] == ["cpu: per phase, one call", "cpu: training run, whole program and each phase's total"]
     assert "cuda: not run (no usable GPU: test)" in drawn["caption"]
-    annotations = dict(drawn["annotations"][:len(report.PHASES)])  # the per-phase panel
+    annotations = dict(drawn["annotations"][:len(PHASES)])  # the per-phase panel
     assert annotations["Data Loading"] == "16.00× slower"
     assert annotations["Model Forward"] == "0.80× faster"
     assert annotations["Loss Calculation"] == "Python: not measured"
@@ -307,10 +313,10 @@ def test_chart_shows_every_direction_names_what_was_not_measured_and_leaves_out_
 
 def test_synthetic_data_is_a_warning_in_the_report(tmp_path):
     result = json.loads(COMPLETE.read_text())
-    assert "SYNTHETIC" not in report.describe(COMPLETE, result)
+    assert "SYNTHETIC" not in tables.describe(COMPLETE, result)
     result["machine_info"]["phasebench"]["dataset"] = "synthetic"
     assert ("WARNING: the data is SYNTHETIC, generated by phasebench.data: the timings are valid, accuracies and losses are "
-            "meaningless.") in report.describe(COMPLETE, result)
+            "meaningless.") in tables.describe(COMPLETE, result)
 
 
 # -- filling the device: every training loop, concurrent jobs, ensembles ---------------------------------------
@@ -340,7 +346,7 @@ def fill_result() -> dict:
 
 
 def test_loops_concurrent_jobs_and_ensembles_are_tabled(tmp_path):
-    out, _ = report.render(tmp_path / "fill.json", fill_result(), "markdown")
+    out, _ = cli.render(tmp_path / "fill.json", fill_result(), "markdown")
     loops = {row[0]: row for row in markdown_rows(out, "**The free-running training loop of every implementation on cuda")}
     assert loops["python-graphs"][2:] == ["1.000", "0.200", "0.800", "10.00", "80", "—"]
     assert loops["python"][5] == "0.50" and loops["cpp"][5] == "1.00"
@@ -363,10 +369,49 @@ def test_page_faults_are_tabled_where_implementations_differ(tmp_path):
             info["minor_faults_per_round"] = faults[info["phase"], info["implementation"]]
         if info.get("device") == "cpu" and info.get("phase") == "training_run":
             info["free_running_minor_faults_per_step"] = {"python": 0.6, "cpp": 1040.0}[info["implementation"]]
-    out, _ = report.render(tmp_path / "faults.json", result, "markdown")
+    out, _ = cli.render(tmp_path / "faults.json", result, "markdown")
     cpu = section(out, "cpu")
     rows = {row[0]: row for row in markdown_rows(cpu, "**Page faults on cpu where implementations differ")}
     assert rows["forward"][2:] == ["1.0", "980.0"]
     assert rows["training_run (per step, free-running)"][2:] == ["0.6", "1040.0"]
     assert "loss" not in rows  # one fault apart: alike
     assert "alike in every implementation (within one fault or half): loss" in cpu
+
+
+# -- step_in_run: the training run's in-loop total of a step replayed whole (phasebench.spec.STEP_IN_RUN) -----------
+
+def test_step_in_run_is_read_from_results_saved_under_its_old_name(tmp_path):
+    """Results saved before step_in_run had its name recorded it as phase_total_s["train_step"]: the report reads
+    that key through phasebench.spec.run_total and shows it as Step In Run, as it shows a result with the new key."""
+    old = json.loads(GRAPHS_BEFORE_STEP_IN_RUN.read_text())
+    runs = [bench for bench in old["benchmarks"] if bench["extra_info"]["phase"] == "training_run"]
+    assert runs and all("train_step" in bench["extra_info"]["phase_total_s"] and "step_in_run" not in
+                        bench["extra_info"]["phase_total_s"] for bench in runs)
+    out, _ = cli.render(GRAPHS_BEFORE_STEP_IN_RUN, old, "markdown")
+
+    rows = markdown_rows(section(out, "cuda"), "**The timed training run of every implementation on cuda")
+    header = rows[0]
+    assert header[:5] == ["Implementation", "Workload", "Steps", "Total Time (s)", "Summed Time (s)"]
+    assert "Step In Run (s)" in header and "Graph Capture (s)" in header and "Train Step (s)" not in header
+    by_impl = {row[0]: dict(zip(header, row)) for row in rows[2:]}
+    assert by_impl["python-graphs"]["Step In Run (s)"] == "0.900" and by_impl["cpp-graphs"]["Step In Run (s)"] == "0.750"
+    assert by_impl["python-graphs"]["Graph Capture (s)"] == "0.400"
+    # train_step stays the name of the per-phase case, whose median is per call.
+    phases = {row[0]: row[1:] for row in markdown_rows(section(out, "cuda"), "**Every implementation on cuda")[2:]}
+    assert phases["Train Step"] == ["1.2000", "1.0000", "1.20"]
+    # The answer at a glance (pytest's terminal summary) reads it the same way.
+    cuda = answer_rows(report.answer(old["benchmarks"]), "phasebench: the answer on cuda")
+    assert cuda["Step In Run"] == ["0.9000", "0.7500", "1.20× slower"]
+    assert cuda["train_step"] == ["1.2000", "1.0000", "1.20× slower"]
+
+    # The same result saved under the new key reads alike.
+    new = json.loads(GRAPHS_BEFORE_STEP_IN_RUN.read_text())
+    for bench in new["benchmarks"]:
+        totals = bench["extra_info"].get("phase_total_s")
+        if totals:
+            totals["step_in_run"] = totals.pop("train_step")
+    assert cli.render(GRAPHS_BEFORE_STEP_IN_RUN, new, "markdown")[0] == out
+    assert report.answer(new["benchmarks"]) == report.answer(old["benchmarks"])
+    # And the command takes it, charts included.
+    assert cli.main([str(GRAPHS_BEFORE_STEP_IN_RUN), "--out", str(tmp_path)]) == 0
+    assert "| python-graphs | width 1, batch 64 | 938 | 1.600 |" in (tmp_path / "graphs-before-step-in-run.md").read_text()

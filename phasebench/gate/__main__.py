@@ -1,6 +1,6 @@
-"""`python -m phasebench.gate`."""
+"""`python -m phasebench.gate` (phasebench.gate.cli)."""
 
-from phasebench.gate import main
+from phasebench.gate.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -16,8 +16,9 @@ import math
 import statistics
 from pathlib import Path
 
-from phasebench import gate
-from phasebench.gate import paired
+from phasebench.gate.decide import DEFAULT_THRESHOLD, Run
+from phasebench.gate.options import parse_percent, parse_slow_phase
+from phasebench.gate.stats import CONFIDENCE, t_quantile
 from phasebench.registry import NAMES, TRAINING_PHASES
 
 POWER = 0.8  # of the whole gate; a regression must fail twice (first runs, then the rerun), so each stage needs √0.8
@@ -40,9 +41,9 @@ def minimum_detectable(spread: float, pairs: int, threshold: float, relative_flo
         return math.inf
     error = spread / math.sqrt(pairs)
     stage_power = math.sqrt(POWER)
-    needed = max(paired.t_quantile(0.5 + paired.CONFIDENCE / 2, pairs - 1) * error, math.log1p(threshold),
+    needed = max(t_quantile(0.5 + CONFIDENCE / 2, pairs - 1) * error, math.log1p(threshold),
                  math.log1p(relative_floor))
-    return math.expm1(needed + paired.t_quantile(stage_power, pairs - 1) * error)
+    return math.expm1(needed + t_quantile(stage_power, pairs - 1) * error)
 
 
 def _runs(folder: Path, stage: str, side: str) -> list[Path]:
@@ -52,7 +53,7 @@ def _runs(folder: Path, stage: str, side: str) -> list[Path]:
 
 def study(out: Path, slow: str, threshold: float) -> dict:
     rows = list(csv.DictReader((out / "runs.tsv").open(encoding="utf8"), delimiter="\t"))
-    knob = gate.parse_slow_phase(slow, TRAINING_PHASES, NAMES)
+    knob = parse_slow_phase(slow, TRAINING_PHASES, NAMES)
     result: dict = {"slow": slow, "threshold_percent": threshold, "gated_runs": []}
     spreads: dict[str, list[float]] = {}
     medians: dict[str, list[float]] = {}
@@ -68,8 +69,8 @@ def study(out: Path, slow: str, threshold: float) -> dict:
                                      "seconds": int(row["seconds"]), "first_stage_failing": first, "failing": failing})
         if row["label"] != "unchanged":
             continue
-        base = [paired.Run.load(path) for path in _runs(folder, "first", "base")]
-        head = [paired.Run.load(path) for path in _runs(folder, "first", "head")]
+        base = [Run.load(path) for path in _runs(folder, "first", "base")]
+        head = [Run.load(path) for path in _runs(folder, "first", "head")]
         pairs = len(base)
         for name in set.intersection(*(set(run.medians) for run in base + head)):
             spreads.setdefault(name, []).extend(math.log(h.medians[name] / b.medians[name]) for b, h in zip(base, head))
@@ -136,7 +137,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path, help=".ci/gate-study's OUT_DIR")
     parser.add_argument("--slow", required=True, help="the knob the slowed runs used")
-    parser.add_argument("--threshold", type=gate.parse_percent, default=int(paired.DEFAULT_THRESHOLD), metavar="X%")
+    parser.add_argument("--threshold", type=parse_percent, default=int(DEFAULT_THRESHOLD), metavar="X%")
     args = parser.parse_args(argv)
     result = study(args.out, args.slow, args.threshold)
     (args.out / "study.json").write_text(json.dumps(result, indent=1), encoding="utf8")

@@ -1,10 +1,10 @@
-"""The pytest side of regression gating (phasebench/gate/__init__.py; README, "Baselines and CI gating"), loaded by
+"""The pytest side of regression gating (phasebench/gate/compare.py; README, "Baselines and CI gating"), loaded by
 phasebench/plugin/__init__.py.
 
 pytest-benchmark compares and fails on its own (--benchmark-compare, --benchmark-compare-fail). This adds:
 - --phase-ratio-fail=X%: fail when the median ratio of an implementation to its reference (python/cpp for the
   published pair) moved more than X% from the baseline's, per phase, device and workload;
-- a baseline that is missing or unreadable, or was measured by another method (bench/results.py), stops the
+- a baseline that is missing or unreadable, or was measured by another method (phasebench/results.py), stops the
   run before it starts, in one line naming the file
   (pytest-benchmark only warns, runs everything, then fails with a traceback, or compares nothing);
 - a run that compared none of its benchmarks, or ran none (every case skipped), fails instead of passing the
@@ -22,7 +22,9 @@ from pytest_benchmark.logger import PytestBenchmarkWarning
 from pytest_benchmark.session import PerformanceRegression
 from pytest_benchmark.storage.file import FileStorage
 
-from phasebench import gate, results
+from phasebench import results
+from phasebench.gate.compare import gate_failures, machine_info_differences
+from phasebench.gate.options import parse_percent
 
 _FAILURES = pytest.StashKey[list]()
 _WARNING_FILTERS = pytest.StashKey[list]()
@@ -30,7 +32,7 @@ _WARNING_FILTERS = pytest.StashKey[list]()
 
 def pytest_addoption(parser):
     parser.getgroup("phasebench").addoption(
-        "--phase-ratio-fail", type=gate.parse_percent, metavar="X%",
+        "--phase-ratio-fail", type=parse_percent, metavar="X%",
         help="with --benchmark-compare: fail when the median ratio of an implementation to its reference "
              "(python/cpp for the published pair) moved more than X%% from the baseline's, per phase, device and "
              "workload, either way (the figure varies less across machines than the medians)")
@@ -91,7 +93,7 @@ def _comparison_error(bs, ratio_fail) -> str | None:
     for candidate in candidates:
         path = bs.storage.path / candidate
         if path not in loaded:
-            reason = gate.baseline_error(path) or "pytest-benchmark could not load it"
+            reason = results.baseline_error(path) or "pytest-benchmark could not load it"
             return f"{option}: baseline {path} is unreadable: {reason}"
         different = results.mismatch(path, json.loads(path.read_text(encoding="utf8")), results.METHOD_VERSION)
         if different:
@@ -108,7 +110,7 @@ def pytest_benchmark_compare_machine_info(config, benchmarksession, machine_info
         return (yield)
     except ValueError:
         current = json.loads(json.dumps(machine_info))  # as saved: tuples become lists
-        differences = gate.machine_info_differences(current, compared_benchmark["machine_info"])
+        differences = machine_info_differences(current, compared_benchmark["machine_info"])
         benchmarksession.logger.warning(f"Benchmark machine_info differs from the baseline's: {'; '.join(differences)}")
 
 
@@ -119,7 +121,7 @@ def pytest_sessionfinish(session):
         return
     # A case that failed or was cut short (Ctrl-C, SIGTERM) is not a result: it gates nothing.
     current = [bench.as_dict(include_data=False) for bench in bs.benchmarks if bench and not bench.has_error]
-    failures = gate.gate_failures(bs.compared_mapping, current, limit)
+    failures = gate_failures(bs.compared_mapping, current, limit)
     session.config.stash[_FAILURES] = failures
     # pytest-benchmark reports its own --benchmark-compare-fail verdict (performance_regressions) below.
     if (failures or bs.performance_regressions) and session.exitstatus == pytest.ExitCode.OK:

@@ -1,6 +1,6 @@
-"""`python -m phasebench.report`."""
+"""`python -m phasebench.report` (phasebench.report.cli)."""
 
-from phasebench.report import main
+from phasebench.report.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

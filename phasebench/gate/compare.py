@@ -1,0 +1,101 @@
+"""The gate of a run compared with one saved baseline, beyond pytest-benchmark's own --benchmark-compare-fail
+(phasebench/plugin/gating.py; README, "Baselines and CI gating"): a baseline that shares no benchmark with the run,
+a run in which nothing ran, and with --phase-ratio-fail the median ratio of every implementation to the one the
+registry names as its reference (python/cpp for the published pair), per phase, device and workload; and the
+machine_info differences that pytest-benchmark could not print.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from phasebench import results
+from phasebench.gate.stats import change_either_way
+
+
+def machine_info_differences(current, saved, prefix: str = "") -> list[str]:
+    """'key: saved → current' for every leaf of machine_info that differs, dotted keys."""
+    if isinstance(current, dict) and isinstance(saved, dict):
+        return [line for key in sorted(current.keys() | saved.keys(), key=str)
+                for line in machine_info_differences(current.get(key), saved.get(key), f"{prefix}{key}.")]
+    return [] if current == saved else [f"{prefix.rstrip('.')}: {saved!r} → {current!r}"]
+
+
+def phase_medians(benchmarks) -> dict[tuple[str, str, str], dict[str, float]]:
+    """{(phase, device, workload id): {implementation: median seconds}} from saved benchmarks.
+
+    worker_overhead is left out: it is our messaging, not training, and its python/cpp ratio moved 71%
+    between two runs of an unchanged tree (README, "Noise")."""
+    medians: dict[tuple[str, str, str], dict[str, float]] = {}
+    for bench in benchmarks:
+        key = results.case_key(bench)
+        if key and key[0] != "worker_overhead":
+            phase, impl, device, workload_id = key
+            medians.setdefault((phase, device, workload_id), {})[impl] = bench["stats"]["median"]
+    return medians
+
+
+@dataclass(frozen=True)
+class RatioChange:
+    phase: str
+    device: str
+    before: float  # impl median / reference median in the baseline
+    after: float  # and in this run
+    workload: str = ""  # its id; '' for the published workload
+    impl: str = "python"
+    reference: str = "cpp"
+
+    @property
+    def loser(self) -> str:
+        """The implementation that became slower relative to the other."""
+        return self.impl if self.after > self.before else self.reference
+
+    @property
+    def percent(self) -> float:
+        """How much slower the loser became relative to the other, in percent."""
+        return change_either_way(self.before, self.after)
+
+    def __str__(self) -> str:
+        other = self.reference if self.loser == self.impl else self.impl
+        where = f"{self.device}, {self.workload}" if self.workload else self.device
+        return (f"{self.phase} on {where}: {self.impl}/{self.reference} median ratio {self.before:.3f} → "
+                f"{self.after:.3f}, {self.loser} {self.percent:.1f}% slower relative to {other}")
+
+
+def ratio_changes(baseline, current) -> list[RatioChange]:
+    """Every (phase, device, workload) and implementation whose median and its reference's are in both,
+    largest change first (README, "Baselines and CI gating")."""
+    before, after = phase_medians(baseline), phase_medians(current)
+    changes = []
+    for key in before.keys() & after.keys():
+        phase, device, workload_id = key
+        for impl, reference in results.ratio_pairs(before[key].keys() & after[key].keys()):
+            pairs = before[key], after[key]
+            if all(medians[impl] and medians[reference] for medians in pairs):
+                ratio_before, ratio_after = (medians[impl] / medians[reference] for medians in pairs)
+                changes.append(RatioChange(phase, device, ratio_before, ratio_after, workload_id, impl, reference))
+    return sorted(changes, key=lambda change: (-change.percent, change.phase, change.device, change.workload,
+                                               change.impl))
+
+
+def gate_failures(baselines: dict, current: list[dict], ratio_limit: int | None) -> list[str]:
+    """What fails a compared run beyond pytest-benchmark's own --benchmark-compare-fail: a baseline that
+    shares no benchmark with the run, or a run in which no benchmark ran (the gate would pass by comparing
+    nothing) and, with ratio_limit,
+    every phase whose python/cpp ratio moved more than ratio_limit percent.
+
+    baselines: {path: {fullname: saved benchmark}}, as pytest-benchmark loaded them; current: this run's."""
+    if not current:  # every case skipped (a GPU runner without its GPU) or failed: the gate must not pass
+        return [f"nothing compared: no benchmark ran, so none was compared with {', '.join(map(str, baselines))}"]
+    failures = []
+    for path, baseline in baselines.items():
+        if not any(bench["fullname"] in baseline for bench in current):
+            failures.append(f"nothing compared: no benchmark of this run is in baseline {path}")
+        elif ratio_limit is not None:
+            changes = ratio_changes(list(baseline.values()), current)
+            if not changes:
+                failures.append(f"--phase-ratio-fail: no phase has python and cpp medians, nor any implementation and its "
+                                f"reference, both here and in {path}")
+            failures += [f"{change}, over the {ratio_limit}% limit (baseline {path})"
+                         for change in changes if change.percent > ratio_limit]
+    return failures

@@ -1,0 +1,196 @@
+"""The pull-request gate's decision (README, "Baselines and CI gating"): base and head run alternately on the
+same machine, several whole runs each, and a case regresses only when the evidence across those runs says so.
+
+The unit of evidence is the run. Rounds within one run share that process's offset (its memory layout, its
+thread placement, what the neighbours did meanwhile), so they are not independent, and a test over pooled
+rounds overstates the evidence. Each base run is paired with the head run beside it, and per case the paired
+log-ratio d_i = ln(head median_i / base median_i) is taken: a slowdown is multiplicative, and whatever hit
+both runs of a pair (drift, a busy neighbour) cancels in it.
+
+The test is Student's t on the mean of d over the n pairs, with its 95 % interval. Not a rank test: with the
+few pairs a gated run can afford, the Wilcoxon signed-rank and sign tests cannot reach significance at all
+(their smallest two-sided p with 4 pairs is 2/16 = 0.125, with 5 pairs 2/32 = 0.0625), while each d is the log of a ratio of two medians
+of many rounds, close enough to normal for t. A case fails only when all three hold:
+  - the change is larger than the threshold (its estimate, exp(mean d) - 1);
+  - it is significant (the interval's lower end lies above no change);
+  - head's median is slower than base's by more than the absolute floor (below).
+The same for the ratio gate, with d_i = ln(ratio in head run i / ratio in base run i) where the ratio is an
+implementation's median over its reference's in that run.
+
+The absolute floor: a change smaller than what the clock itself varies by is a change of the clock, not of
+the phase. Every phase case records its worker's timer floor (the median cost of timing an empty phase,
+measured at the worker's start); the floor of a case is the largest timer floor its runs measured plus twice
+those floors' spread (standard deviation) across the runs. Only tiny phases (a few µs) come near it.
+
+phasebench.gate.paired is its command (.ci/bench-pr); phasebench.gate.cli (`python -m phasebench.gate A B`) shows
+the same table for one pair of results, without intervals.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from phasebench import results
+from phasebench.gate.stats import Change, paired_change
+
+DEFAULT_THRESHOLD = 10.0  # percent: README, "Baselines and CI gating" says where it comes from
+
+
+# -- runs ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Run:
+    """One saved result: per case (its fullname) the raw median, the case key and the worker's timer floor."""
+
+    path: str
+    medians: dict[str, float]
+    keys: dict[str, tuple]  # fullname -> (phase, implementation, device, workload id)
+    floors: dict[str, float]  # fullname -> timer floor (s), for phase cases
+    method: int | None = None  # the measurement method that made it (phasebench/results.py)
+
+    @classmethod
+    def load(cls, path) -> Run:
+        error = results.baseline_error(Path(path))
+        if error:
+            raise SystemExit(f"{path}: {error}")
+        return cls.of(path, json.loads(Path(path).read_text(encoding="utf8")))
+
+    @classmethod
+    def of(cls, path, saved: dict) -> Run:
+        """From a loaded result (pytest-benchmark's JSON)."""
+        medians, keys, floors = {}, {}, {}
+        for bench in saved["benchmarks"]:
+            key = results.case_key(bench)
+            if key and key[0] == "worker_overhead":  # our messaging, not training (README, "Noise")
+                continue
+            name = bench["fullname"]
+            medians[name] = bench["stats"]["median"]
+            if key:
+                keys[name] = key
+            floor = (bench.get("extra_info") or {}).get("timer_floor_s")
+            if floor:
+                floors[name] = floor
+        return cls(str(path), medians, keys, floors, results.method_of(saved))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str  # "median" or "ratio"
+    case: str  # the fullname, or "phase impl/reference on device[, workload]"
+    base: float  # median over the base runs of the case's median (s), or of the ratio
+    head: float
+    change: Change
+    floor: float | None  # seconds; None for ratios
+    verdict: str  # "regressed" (for ratios: which side), "faster", "unchanged", "within threshold", "below floor"
+    members: tuple[str, ...]  # the fullnames whose rerun retests it
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict.startswith("regressed")
+
+
+def _floor(runs: list[Run], name: str) -> float | None:
+    floors = [run.floors[name] for run in runs if name in run.floors]
+    if not floors:
+        return None
+    return max(floors) + 2 * (statistics.stdev(floors) if len(floors) > 1 else 0.0)
+
+
+def _judge(change: Change, threshold: float, shift: float | None, floor: float | None) -> str:
+    if change.n == 1:
+        return "not decided (one pair)"
+    if change.significant and change.low > 0:
+        if change.estimate * 100 <= threshold:
+            return "within threshold"
+        if floor is not None and shift is not None and shift <= floor:
+            return "below floor"
+        return "regressed"
+    if change.significant and change.high < 0:
+        return "faster"
+    return "unchanged"
+
+
+def decide(base_runs: list[Run], head_runs: list[Run], threshold: float = DEFAULT_THRESHOLD,
+           ratio_threshold: float = DEFAULT_THRESHOLD) -> list[Verdict]:
+    """Every case in all runs of both sides, then every implementation against its reference (per phase, device
+    and workload): failures first, then the largest change."""
+    if len(base_runs) != len(head_runs) or not base_runs:
+        raise ValueError(f"paired runs: {len(base_runs)} base and {len(head_runs)} head results")
+    methods = {run.method for run in base_runs + head_runs}
+    if len(methods) > 1:
+        raise ValueError("runs of different measurement methods (phasebench/results.py): "
+                         + ", ".join(f"{run.path} method {run.method}" for run in base_runs + head_runs))
+    runs = base_runs + head_runs
+    names = sorted(set.intersection(*(set(run.medians) for run in runs)))
+    verdicts = []
+    for name in names:
+        base = [run.medians[name] for run in base_runs]
+        head = [run.medians[name] for run in head_runs]
+        change = paired_change(base, head)
+        floor = _floor(runs, name)
+        shift = statistics.median(head) - statistics.median(base)
+        verdicts.append(Verdict("median", name, statistics.median(base), statistics.median(head), change, floor,
+                                _judge(change, threshold, shift, floor), (name,)))
+
+    by_key = {key: name for name, key in base_runs[0].keys.items() if name in names}
+    present: dict[tuple, set[str]] = {}
+    for phase, impl, device, workload_id in by_key:
+        present.setdefault((phase, device, workload_id), set()).add(impl)
+    for (phase, device, workload_id), impls in sorted(present.items()):
+        for impl, reference in results.ratio_pairs(impls):
+            where = f"{device}, {workload_id}" if workload_id else device
+            own, ref = by_key[phase, impl, device, workload_id], by_key[phase, reference, device, workload_id]
+            verdicts.append(_ratio_verdict(f"{phase} {impl}/{reference} on {where}", own, ref, base_runs, head_runs,
+                                           ratio_threshold))
+    return sorted(verdicts, key=lambda v: (not v.failed, -abs(v.change.estimate)))
+
+
+def _ratio_verdict(case: str, own: str, ref: str, base_runs: list[Run], head_runs: list[Run],
+                   threshold: float) -> Verdict:
+    """An implementation's median over its reference's, run by run: either side may be the one that lost, so
+    the change is taken as the loser's (its median over the other's), and the floor and the verdict are its."""
+    ratios = [[run.medians[own] / run.medians[ref] for run in side] for side in (base_runs, head_runs)]
+    change = paired_change(*ratios)
+    loser, other = (own, ref) if change.estimate >= 0 else (ref, own)
+    if loser == ref:
+        change = paired_change(*([1 / ratio for ratio in side] for side in ratios))
+    # In seconds: how much more the loser takes in head than its base ratio to the other predicts.
+    head_loser, head_other = (statistics.median(run.medians[name] for run in head_runs) for name in (loser, other))
+    base_ratio = statistics.median(run.medians[loser] / run.medians[other] for run in base_runs)
+    floor = _floor(base_runs + head_runs, loser)
+    verdict = _judge(change, threshold, head_loser - base_ratio * head_other, floor)
+    if verdict == "regressed":
+        verdict = f"regressed ({_short(loser)} slower relative to {_short(other)})"
+    return Verdict("ratio", case, statistics.median(ratios[0]), statistics.median(ratios[1]),
+                   paired_change(*ratios), floor, verdict, (own, ref))
+
+
+def _short(fullname: str) -> str:
+    return fullname.rpartition("::")[2]
+
+
+# -- output -------------------------------------------------------------------------------------------------
+
+def _quantity(verdict: Verdict, value: float) -> str:
+    return f"{value:.3f}" if verdict.kind == "ratio" else f"{value * 1e3:.4f} ms"
+
+
+def table(verdicts: list[Verdict], threshold: float, ratio_threshold: float) -> str:
+    """The job summary: per case base and head, the change with its interval, significant or not, the verdict."""
+    n = verdicts[0].change.n if verdicts else 0
+    failed = [v for v in verdicts if v.failed]
+    lines = [f"**Gate: {'FAILED, ' + str(len(failed)) + ' regressed' if failed else 'passed'}** ({n} paired runs; a "
+             f"case regresses when its change exceeds {threshold:g} % (ratios {ratio_threshold:g} %), its 95 % "
+             f"interval lies above no change, and the slowdown exceeds the case's absolute floor)", "",
+             "| case | base | head | change | 95 % interval | p | significant | floor | verdict |",
+             "|---|---:|---:|---:|---|---:|---|---:|---|"]
+    for v in verdicts:
+        p = "n/a" if v.change.p_value is None else f"{v.change.p_value:.3f}"
+        floor = "" if v.floor is None else f"{v.floor * 1e6:.2f} µs"
+        mark = f"**{v.verdict}**" if v.failed else v.verdict
+        lines.append(f"| {v.case} | {_quantity(v, v.base)} | {_quantity(v, v.head)} | {v.change.estimate * 100:+.1f} % "
+                     f"| {v.change.interval()} | {p} | {'yes' if v.change.significant else 'no'} | {floor} | {mark} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,113 @@
+"""What the report reads of a saved result: its cases by key (phasebench.results.case_key), the devices,
+workloads and implementations they cover, the phases it tables with their labels (phasebench.spec), and the
+figures each case recorded. Every other module of phasebench.report reads results through this one.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from phasebench import registry
+from phasebench.registry import DEVICES
+from phasebench.results import all_cases
+from phasebench.spec import LABELS, ONE_SHOT_LABELS, PHASE_LABELS, STEP_IN_RUN, Workload, run_total
+from phasebench.utilization import THREAD_CPU_MIN_BODY_S
+
+IMPLEMENTATIONS = registry.DEFAULT_IMPLS  # the published pair, whose tables follow the published shape
+NOT_RUN = "not run"
+
+
+class Phase(NamedTuple):
+    name: str
+    label: str  # the published table's row
+
+
+# The training phases, each a case of its own (test_phase), in order.
+PHASES = tuple(Phase(name, label) for name, label in PHASE_LABELS.items())
+# What a training run records in phase_total_s, in the published table's order: the training phases but train_step,
+# whose in-loop total (a step replayed whole) is step_in_run (results saved before the name: "train_step", read by
+# phasebench.spec.run_total).
+STEP_IN_RUN_LABEL = LABELS.get(STEP_IN_RUN, "Step In Run")  # phasebench.spec names it; this for a spec that did not
+RUN_PHASES = tuple(phase for phase in PHASES if phase.name not in ("train_step", STEP_IN_RUN)) + (
+    Phase(STEP_IN_RUN, STEP_IN_RUN_LABEL),)
+ONE_SHOT = tuple(Phase(name, label) for name, label in ONE_SHOT_LABELS.items())
+
+
+def phase_total(info: dict, name: str) -> float | None:
+    """A training run's total of one phase (seconds), from its extra_info; None where it recorded none."""
+    return run_total(info.get("phase_total_s") or {}, name)
+
+
+def by_case(result: dict) -> dict[tuple[str, str, str], dict]:
+    """(phase, implementation, device) -> benchmark, of the published workload: what the published tables read."""
+    return {(phase, impl, device): bench for (phase, impl, device, workload_id), bench in all_cases(result).items()
+            if not workload_id}
+
+
+def devices_of(cases: dict) -> list[str]:
+    return list(DEVICES) + sorted({key[2] for key in cases} - set(DEVICES))
+
+
+def absent_reason(result: dict, device: str) -> str:
+    recorded = (result.get("machine_info", {}).get("phasebench") or {}).get("gpu_unavailable")
+    if device.startswith("cuda") and recorded:
+        return recorded
+    return "skipped or deselected when the result was saved"
+
+
+def workloads_of(cases: dict, device: str) -> list[str]:
+    """The workload ids the result holds on a device, the published one first, then by width and batch size."""
+    ids = {key[3] for key in cases if key[2] == device}
+    return sorted(ids, key=lambda wid: (wid != "", workload_of_id(wid)))
+
+
+def workload_of_id(workload_id: str) -> Workload:
+    if not workload_id:
+        return Workload()
+    width, batch = workload_id.split("-")
+    return Workload(int(width[1:]), int(batch[1:]))
+
+
+def impls_of(cases: dict) -> list[str]:
+    """The implementations the result holds, in registry order (unknown names last)."""
+    present = {key[1] for key in cases}
+    return [name for name in registry.NAMES if name in present] + sorted(present - set(registry.NAMES))
+
+
+def median_ms(cases: dict, phase: str, impl: str, device: str, workload_id: str = "") -> float | None:
+    bench = cases.get((phase, impl, device, workload_id))
+    return bench["stats"]["median"] * 1e3 if bench else None
+
+
+def cases_of(cases: dict, device: str, kind: str, count: str = "") -> list[tuple[str, str, dict]]:
+    """(implementation, workload id, benchmark) of one kind of case on a device ("training_run", or a prefix such
+    as "ensemble-"), by workload, then registry order, then its count (extra_info[count]: jobs, models)."""
+    order = impls_of(cases)
+    found = [(impl, workload_id, bench) for (phase, impl, case_device, workload_id), bench in cases.items()
+             if case_device == device and (phase == kind or kind.endswith("-") and phase.startswith(kind))]
+    return sorted(found, key=lambda case: (workload_of_id(case[1]), order.index(case[0]),
+                                           case[2]["extra_info"].get(count, 0) if count else 0))
+
+
+def utilization(bench: dict | None, kind: str) -> float | None:
+    """GPU busy % (mean) or worker CPU cores during the whole benchmark (warm-up, preparation and messaging
+    included), or the phase's own CPU cores (its timed bodies alone), where the benchmark recorded them."""
+    info = (bench or {}).get("extra_info") or {}
+    if kind == "phase_thread_cpu" and ((bench or {}).get("stats") or {}).get("median", 1) < THREAD_CPU_MIN_BODY_S:
+        return None  # a result saved before the suite left it out: mostly the CPU clocks' own reads (2.79 cores)
+    if kind in ("phase_cpu", "phase_thread_cpu"):
+        return info.get(f"{kind}_cores")
+    recorded = info.get(kind) or {}
+    return (recorded.get("utilization_pct") or {}).get("mean") if kind == "gpu" else recorded.get("cores")
+
+
+UTILIZATION_COLUMNS = (("phase_thread_cpu", "phase CPU, its thread (cores)", ".2f"),
+                       ("phase_cpu", "phase CPU, all threads (cores)", ".2f"),
+                       ("gpu", "GPU busy in benchmark (%)", ".0f"),
+                       ("cpu", "worker CPU in benchmark (cores)", ".2f"))
+
+
+def net_median(stats: dict, bench: dict) -> float | None:
+    """The median less its worker's timer floor (seconds), or None where no floor was recorded."""
+    floor = (bench.get("extra_info") or {}).get("timer_floor_s")
+    return None if floor is None else stats["median"] - floor

@@ -1,0 +1,128 @@
+"""The published table, redone from a saved result.
+
+    python -m phasebench.report [RESULT ...] [--format markdown|csv] [--out report/]
+
+RESULT is a JSON file that pytest-benchmark wrote (--benchmark-autosave, --benchmark-save=NAME,
+--benchmark-json=PATH), or a run number or name as --benchmark-compare takes it ("0003"); with
+none, the newest result saved for this machine, the one a bare --benchmark-compare would pick.
+
+Per result and device it prints two tables, Markdown by default, CSV with --format csv (one CSV
+block per table, a blank line between, a device column first):
+1. The published table's shape, from the training_run benchmarks: Total Time (the program's own time
+   in the worker, as published), Summed Time, Step Count and each phase's total, Python against C++,
+   with Time Difference (%) computed as the published table does, (Python - CPP) / CPP x 100; then
+   the process around the program (spawn to exit, start-up, exit), the free-running run, and the
+   phases' own CPU use.
+2. Per phase, from the test_phase benchmarks: median, median net of the worker's timer floor and IQR
+   per implementation, the same difference on the net medians, the phase's own CPU use, and the
+   GPU and worker CPU during the whole benchmark where they were recorded.
+3. Every implementation the result holds (README, "Implementations and workloads"), per device and
+   workload: each phase's median per implementation and its ratio to the implementation the registry
+   names as its reference; the findings drawn from them in sentences (the language's and the design's
+   share of the data-loading gap, what batching gives in each language, the train_step ratio per
+   workload); the timed training run of every implementation (each phase's total, the one-shot phase,
+   and Step In Run, the in-loop total of a step replayed whole); and the peak memory of each training run.
+4. Where the result holds them: the free-running training loop of every implementation against the
+   published cpp's, with the one-shot phase (graph_capture, compile) inside it and the GPU busy %;
+   concurrent jobs (images/s of all jobs, against one job, each job's slowdown, CPU and GPU busy, MPS);
+   ensembles (time per step and per model-step, against one model and against the reference).
+Tables 1 and 2 are of the published pair on the published workload. Cases the result lacks (cpp
+skipped, cuda skipped) are shown as "not run", with the reason where the result records one. Beside
+each table file it writes two charts: per phase, Python vs C++ medians with their IQR, one panel per
+device; and the train_step ratio of each implementation to its reference against the Net's width, one
+line per batch size. All go into --out, named after the result; their paths are printed on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from phasebench.report.cases import IMPLEMENTATIONS, NOT_RUN, absent_reason, by_case, devices_of, impls_of, workloads_of
+from phasebench.report.charts import chart, scaling_chart
+from phasebench.report.fill import concurrent_table, ensemble_table, faults_table, loops_table
+from phasebench.report.findings import findings
+from phasebench.report.tables import (
+    csv_block,
+    describe,
+    implementations_table,
+    markdown,
+    memory_table,
+    phase_table,
+    run_table,
+    runs_table,
+)
+from phasebench.results import DEFAULT_STORAGE, ROOT, all_cases, find_results, method_of, read_result
+
+
+def render(path: Path, result: dict, style: str) -> tuple[str, list[str]]:
+    """The report's text, and for CSV the notes it cannot carry (for stderr)."""
+    cases, every = by_case(result), all_cases(result)
+    markdown_parts, csv_parts, notes = [f"## {path.name}", "", describe(path, result), ""], [], []
+    for device in devices_of(every):
+        markdown_parts += [f"### {device}", ""]
+        if not any(key[2] == device for key in every):
+            note = f"{device}: {NOT_RUN} ({absent_reason(result, device)})"
+            markdown_parts += [note + ".", ""]
+            notes.append(note)
+            continue
+        tables = [run_table(cases, device, method_of(result)), phase_table(cases, device)]
+        # More than the published pair on the published workload (a result of the graph pair alone is too).
+        beyond = bool(set(impls_of(every)) - set(IMPLEMENTATIONS)) or any(key[3] for key in every)
+        if beyond:
+            sentences = findings(every, device)
+            if sentences:
+                markdown_parts += [f"**Findings on {device}**", ""] + [f"- {sentence}" for sentence in sentences] + [""]
+            tables += [implementations_table(every, device, wid) for wid in workloads_of(every, device)]
+        if any(key[0] == "training_run" and key[2] == device for key in every):
+            tables += ([runs_table(every, device, method_of(result))] if beyond else []) + [memory_table(every, device)]
+            tables += [loops_table(every, device)] if beyond else []
+        tables += [table for table in (concurrent_table(every, device), ensemble_table(every, device)) if table.rows]
+        faults = faults_table(every, device)
+        if faults.rows or faults.notes:
+            tables.append(faults)
+        markdown_parts += [markdown(table) for table in tables]
+        csv_parts += [csv_block(table, device) for table in tables if table.rows]
+        notes += [f"{device}: {note}" for table in tables for note in table.notes]
+    if style == "markdown":
+        return "\n".join(markdown_parts).rstrip() + "\n", []
+    return "\n".join(csv_parts), notes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m phasebench.report", description=__doc__.split("\n\n")[0],
+                                     epilog="See the module's docstring or the README for what the tables hold.")
+    parser.add_argument("results", nargs="*", metavar="RESULT",
+                        help="a saved pytest-benchmark JSON file, or a run number or name as --benchmark-compare "
+                             "takes it (default: the newest saved for this machine)")
+    parser.add_argument("--format", choices=("markdown", "csv"), default="markdown",
+                        help="Markdown tables (default), or CSV: one block per table, a blank line between")
+    parser.add_argument("--out", type=Path, default=ROOT / "report",
+                        help=f"folder for the table file and the chart (default: {ROOT / 'report'})")
+    parser.add_argument("--storage", default=DEFAULT_STORAGE,
+                        help=f"where saved results are, as --benchmark-storage (default: {DEFAULT_STORAGE}, where the "
+                             f"suite saves them wherever pytest is started)")
+    args = parser.parse_args(argv)
+
+    for path in find_results(args.results, args.storage):
+        result = read_result(path)
+        text, notes = render(path, result, args.format)
+        sys.stdout.write(text + "\n")
+        args.out.mkdir(parents=True, exist_ok=True)
+        table_path = args.out / f"{path.stem}.{'md' if args.format == 'markdown' else 'csv'}"
+        table_path.write_text(text)
+        chart_path = args.out / f"{path.stem}.png"
+        saved = str(result.get("datetime", "?"))[:16].replace("T", " ")
+        chart(chart_path, result, f"phasebench per-phase times, Python vs C++ (result saved {saved})")
+        scaling_path = args.out / f"{path.stem}-workloads.png"
+        scaled = scaling_chart(scaling_path, result, f"train_step against the reference, by workload (result saved {saved})")
+        for note in notes:
+            print(f"phasebench.report: {note}", file=sys.stderr)
+        print(f"table: {table_path}\nchart: {chart_path}" + (f"\nchart: {scaling_path}" if scaled else ""),
+              file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""The report's tables: the published table's shape (the training run, per phase) for the published pair on the
+published workload, every implementation's medians and ratios, the timed training run and peak memory of every
+implementation, and how a table is written (Markdown, CSV) with the line that describes the result.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from phasebench import registry
+from phasebench.data import SYNTHETIC_WARNING
+from phasebench.report.cases import (
+    IMPLEMENTATIONS,
+    NOT_RUN,
+    ONE_SHOT,
+    PHASES,
+    RUN_PHASES,
+    UTILIZATION_COLUMNS,
+    cases_of,
+    impls_of,
+    median_ms,
+    net_median,
+    phase_total,
+    utilization,
+    workload_of_id,
+)
+from phasebench.results import METHOD_VERSION, method_of, ratio_pairs
+
+COLUMN_NAMES = {"python": "Python", "cpp": "CPP"}  # the published table's spelling
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[tuple[str, str]]  # (header, format spec for numbers in Markdown)
+    rows: list[list] = field(default_factory=list)  # numbers, text, or None where nothing applies
+    notes: list[str] = field(default_factory=list)
+
+
+# --- the published table's shape ---------------------------------------------------------------
+
+def difference(python: float | None, cpp: float | None) -> list:
+    """Python - CPP, and (Python - CPP) / CPP x 100 as the published table computes it."""
+    if python is None or cpp is None:
+        return [None, None]
+    return [python - cpp, (python - cpp) / cpp * 100 if cpp else None]
+
+
+def run_table(cases: dict, device: str, method: int = METHOD_VERSION) -> Table:
+    runs = {impl: cases[key] for impl in IMPLEMENTATIONS if (key := ("training_run", impl, device)) in cases}
+    table = Table(f"Training run on {device}", [("index", ""), ("Func", ""), ("Python(s)", ".4f"), ("CPP(s)", ".4f"),
+                                                 ("diff(s)", ".4f"), ("Time Difference (%)", ".2f")])
+    table.notes = [f"{COLUMN_NAMES[impl]}: {NOT_RUN}, no training_run in this result" for impl in IMPLEMENTATIONS
+                   if impl not in runs]
+    if not runs:
+        return table
+    shapes = sorted({(bench["extra_info"]["epochs"], bench["extra_info"]["rounds"]) for bench in runs.values()})
+    table.title += ": " + "; ".join(f"{epochs} epoch(s), median of {rounds} rounds" for epochs, rounds in shapes) + \
+        ", each round a fresh worker process; seconds"
+
+    def line(label: str, read) -> tuple[str, dict]:
+        return label, {impl: read(bench["extra_info"]) for impl, bench in runs.items()}
+
+    if method >= 2:  # the benchmark's own time is the program's, measured in the worker
+        lines = [("Total Time", {impl: bench["stats"]["median"] for impl, bench in runs.items()})]
+        process_total = line("Process Total (spawn to exit)", lambda info: info.get("total_median_s"))
+    else:
+        table.notes.append("Measured by method 1 (phasebench/results.py): its Total Time is the process's, spawn to exit")
+        lines = [("Total Time", {impl: None for impl in runs})]
+        process_total = ("Process Total (spawn to exit)", {impl: bench["stats"]["median"] for impl, bench in runs.items()})
+    lines += [line("Summed Time", lambda info: info["summed_median_s"]),
+              line("Step Count", lambda info: info["steps"])]
+    lines += [line(phase.label, lambda info, name=phase.name: phase_total(info, name)) for phase in RUN_PHASES]
+    # Beyond the published rows: the process around the program, the run without phase timers, and
+    # the phases' own CPU use.
+    lines += [process_total,
+              line("Worker Start-up", lambda info: info.get("startup_median_s")),
+              line("Program Set-up", lambda info: info.get("setup_median_s")),
+              line("Training Loop", lambda info: info.get("loop_median_s")),
+              line("Worker Exit", lambda info: info.get("stopping_median_s")),
+              line("Free-running Total Time", lambda info: info["free_running"]["total_s"]),
+              line("Free-running Training Loop", lambda info: info["free_running"]["loop_s"]),
+              line("Free-running Process Total", lambda info: info["free_running"].get("process_total_s")),
+              line("Phase CPU (cores)", lambda info: info.get("phase_cpu_cores"))]
+    recorded = [(label, values) for label, values in lines if any(value is not None for value in values.values())]
+    for index, (label, values) in enumerate(recorded):
+        cells = [values[impl] if impl in runs else NOT_RUN for impl in ("python", "cpp")]
+        table.rows.append([index, label, *cells] + difference(values.get("python"), values.get("cpp")))
+    return table
+
+
+def phase_table(cases: dict, device: str) -> Table:
+    stats = {(phase.name, impl): cases[key]["stats"] for phase in PHASES for impl in IMPLEMENTATIONS
+             if (key := (phase.name, impl, device)) in cases}
+    table = Table(f"Per phase on {device}", [("Phase", "")])
+    table.notes = [f"{COLUMN_NAMES[impl]}: {NOT_RUN}, no per-phase benchmarks in this result" for impl in IMPLEMENTATIONS
+                   if not any(key[1] == impl for key in stats)]
+    if not stats:
+        return table
+    rounds = "/".join(map(str, sorted({s["rounds"] for s in stats.values()})))
+    table.title += (f": one call each, median and IQR of {rounds} rounds, and the median net of its worker's timer "
+                    f"floor; milliseconds")
+    for impl in IMPLEMENTATIONS:
+        table.columns += [(f"{COLUMN_NAMES[impl]} median (ms)", ".4f"), (f"{COLUMN_NAMES[impl]} net (ms)", ".4f"),
+                          (f"{COLUMN_NAMES[impl]} IQR (ms)", ".4f")]
+    table.columns += [("diff (ms)", ".4f"), ("Time Difference (%)", ".2f")]
+    # Utilization columns only where some benchmark recorded them: nobody watches a GPU on cpu.
+    benches = [cases[phase, impl, device] for phase, impl in stats]
+    kinds = [(kind, header, spec) for kind, header, spec in UTILIZATION_COLUMNS
+             if any(utilization(bench, kind) is not None for bench in benches)]
+    table.columns += [(f"{COLUMN_NAMES[impl]} {header}", spec) for _, header, spec in kinds for impl in IMPLEMENTATIONS]
+
+    raw_differences = False
+    for phase in PHASES:
+        medians = {impl: stats[phase.name, impl]["median"] * 1e3 for impl in IMPLEMENTATIONS if (phase.name, impl) in stats}
+        if not medians:
+            continue
+        nets = {impl: net * 1e3 for impl in medians
+                if (net := net_median(stats[phase.name, impl], cases[phase.name, impl, device])) is not None}
+        row = [phase.label]
+        for impl in IMPLEMENTATIONS:
+            row += ([medians[impl], nets.get(impl), stats[phase.name, impl]["iqr"] * 1e3] if impl in medians
+                    else [NOT_RUN, None, None])
+        compared = nets if nets.keys() == medians.keys() else medians
+        raw_differences = raw_differences or (compared is medians and len(medians) > 1)
+        row += difference(compared.get("python"), compared.get("cpp"))
+        row += [utilization(cases.get((phase.name, impl, device)), kind) for kind, _, _ in kinds for impl in IMPLEMENTATIONS]
+        table.rows.append(row)
+    table.notes.append("diff and Time Difference compare the net medians" if not raw_differences
+                       else "diff and Time Difference compare raw medians where no timer floor was recorded")
+    if any(kind == "gpu" for kind, _, _ in kinds):
+        table.notes.append("GPU busy covers the whole benchmark, warm-up, preparation and messaging included; "
+                           "the driver samples it every 1/6 s to 1 s, too coarsely for a phase of microseconds")
+    return table
+
+
+# --- every implementation and workload ------------------------------------------------------------
+
+def implementations_table(cases: dict, device: str, workload_id: str) -> Table:
+    """Per phase, every implementation's median and each one's ratio to its reference."""
+    present = [impl for impl in impls_of(cases) if any(key[1:] == (impl, device, workload_id) for key in cases)]
+    pairs = ratio_pairs(present)
+    table = Table(f"Every implementation on {device}, {workload_of_id(workload_id).label}: median per call (ms), "
+                  f"and each implementation against its reference", [("Phase", "")])
+    table.columns += [(f"{impl} (ms)", ".4f") for impl in present]
+    table.columns += [(f"{impl} / {reference}", ".2f") for impl, reference in pairs]
+    for phase in PHASES:
+        medians = {impl: median_ms(cases, phase.name, impl, device, workload_id) for impl in present}
+        if not any(value is not None for value in medians.values()):
+            continue
+        ratios = [medians[impl] / medians[reference] if medians[impl] and medians[reference] else None
+                  for impl, reference in pairs]
+        table.rows.append([phase.label] + [NOT_RUN if value is None else value for value in medians.values()] + ratios)
+    notes = {registry.get(impl).notes.get(device) for impl in present if impl in registry.BY_NAME}
+    table.notes = sorted(note for note in notes if note)
+    return table
+
+
+def runs_table(cases: dict, device: str, method: int = METHOD_VERSION) -> Table:
+    """The timed training run of every implementation and workload (README, "Implementations and workloads"): the
+    program's time, the phases' summed time and each phase's total, one-shot phases and step_in_run included."""
+    table = Table(f"The timed training run of every implementation on {device} (phase timers on; median of the runs, "
+                  f"seconds)", [("Implementation", ""), ("Workload", ""), ("Steps", ""), ("Total Time (s)", ".3f"),
+                                ("Summed Time (s)", ".3f")])
+    runs = cases_of(cases, device, "training_run")
+    phases = [phase for phase in RUN_PHASES + ONE_SHOT
+              if any(phase_total(bench.get("extra_info") or {}, phase.name) is not None for _, _, bench in runs)]
+    table.columns += [(f"{phase.label} (s)", ".3f") for phase in phases]
+    for impl, workload_id, bench in runs:
+        info = bench.get("extra_info") or {}
+        total = bench["stats"]["median"] if method >= 2 else None
+        table.rows.append([impl, workload_of_id(workload_id).label, info.get("steps"), total,
+                           info.get("summed_median_s")] + [phase_total(info, phase.name) for phase in phases])
+    if table.rows and method < 2:
+        table.notes.append("Measured by method 1 (phasebench/results.py): no Total Time of the program's own")
+    return table
+
+
+def memory_table(cases: dict, device: str) -> Table:
+    """The peak memory of each training run (README, "Implementations and workloads")."""
+    table = Table(f"Peak memory of the training runs on {device}: the worker's resident memory"
+                  + (", and the device memory allocated" if device != "cpu" else "") + " (MiB, median of the runs)",
+                  [("Implementation", ""), ("Workload", ""), ("Peak resident (MiB)", ".0f")]
+                  + ([("Peak allocated on the device (MiB)", ".0f")] if device != "cpu" else []))
+    for (phase, impl, case_device, workload_id), bench in sorted(
+            cases.items(), key=lambda item: (impls_of(cases).index(item[0][1]), workload_of_id(item[0][3]))):
+        info = bench.get("extra_info") or {}
+        if phase != "training_run" or case_device != device or info.get("peak_rss_median_bytes") is None:
+            continue
+        row = [impl, workload_of_id(workload_id).label, info["peak_rss_median_bytes"] / 2**20]
+        if device != "cpu":
+            peak = info.get("peak_device_median_bytes")
+            row.append(None if peak is None else peak / 2**20)
+        table.rows.append(row)
+    if not table.rows:
+        table.notes.append("no training run with memory figures in this result")
+    return table
+
+
+# --- output ------------------------------------------------------------------------------------
+
+def markdown_cell(value, spec: str) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return format(value, spec)
+    return str(value)
+
+
+def markdown(table: Table) -> str:
+    lines = [f"**{table.title}**", ""]
+    if table.rows:
+        lines.append("| " + " | ".join(header for header, _ in table.columns) + " |")
+        lines.append("|" + "|".join("---:" if spec else "---" for _, spec in table.columns) + "|")
+        lines += ["| " + " | ".join(markdown_cell(value, spec) for value, (_, spec) in zip(row, table.columns)) + " |"
+                  for row in table.rows]
+        lines.append("")
+    lines += [f"{note}." for note in table.notes]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def csv_cell(value):
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return float(f"{value:.12g}")  # without the noise of unit conversions (0.009000000000000001)
+    return value
+
+
+def csv_block(table: Table, device: str) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["device"] + [header for header, _ in table.columns])
+    writer.writerows([device] + [csv_cell(value) for value in row] for row in table.rows)
+    return out.getvalue()
+
+
+def describe(path: Path, result: dict) -> str:
+    machine = result.get("machine_info", {})
+    phasebench = machine.get("phasebench") or {}
+    commit = result.get("commit_info") or {}
+    gpu = (phasebench.get("gpu") or {}).get("name") or "none"
+    text = (f"{path}: saved {result.get('datetime', '?')}, commit {str(commit.get('id', '?'))[:8]}"
+            f"{' (dirty)' if commit.get('dirty') else ''}; method {method_of(result)}; torch {phasebench.get('torch', '?')}, "
+            f"{phasebench.get('dataset', '?')} data, {phasebench.get('threads', '?')} intra-op threads; "
+            f"CPU {phasebench.get('cpu', '?')}; GPU {gpu}.")
+    if phasebench.get("dataset") == "synthetic":
+        text += f" WARNING: {SYNTHETIC_WARNING}."
+    if phasebench.get("test_slow_phase"):
+        text += f" TEST KNOB {phasebench['test_slow_phase']}: slowed on purpose, not a real measurement."
+    return text

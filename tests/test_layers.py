@@ -1,0 +1,166 @@
+"""The package's layering (issue 22, "One room per role"): imports go one way. phasebench.results is the leaf that
+reads saved results; phasebench.report and phasebench.gate read results through it and import no torch; no
+phasebench module imports, at its top or inside a function, one that imports it back."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "phasebench"
+# What the report and the gate may import of the suite: the leaves and themselves (never a trainer or a worker).
+READERS_MAY_IMPORT = {"phasebench.results", "phasebench.spec", "phasebench.registry", "phasebench.data",
+                      "phasebench.utilization"}
+LEAVES = {"phasebench.spec", "phasebench.registry"}  # what phasebench.results may import of the suite
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """The import nodes under `if TYPE_CHECKING:`, which never run."""
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped |= {id(inner) for statement in node.body for inner in ast.walk(statement)}
+    return skipped
+
+
+def _known(name: str) -> str | None:
+    """The phasebench module `name` is, or the package of it that is one (a name imported from a module)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports_of(name: str) -> set[str]:
+    """The phasebench modules a module imports anywhere in it (at its top, in functions), `from P import m` as P.m
+    where m is a module; what `import P.m` runs of P's __init__ is P's own business, not an edge."""
+    path = MODULES[name]
+    tree = ast.parse(path.read_text(encoding="utf8"), str(path))
+    skipped = _type_checking_only(tree)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {_known(alias.name) for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                source = f"{base}.{node.module}" if node.module else base
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                found.add(f"{source}.{alias.name}" if f"{source}.{alias.name}" in MODULES else _known(source))
+    return {module for module in found if module and module != name}
+
+
+GRAPH = {name: imports_of(name) for name in MODULES}
+
+
+def closure(name: str) -> set[str]:
+    seen, stack = set(), [name]
+    while stack:
+        for imported in GRAPH[stack.pop()]:
+            if imported not in seen:
+                seen.add(imported)
+                stack.append(imported)
+    return seen - {name}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle through each strongly connected component of more than one module (Tarjan), as a path."""
+    index, low, on_stack, stack, components = {}, {}, set(), [], []
+
+    def connect(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    found = []
+    for component in components:  # a path from its first module back to it, inside the component
+        start = min(component)
+        paths, seen = {start: [start]}, {start}
+        frontier = [start]
+        while frontier:
+            node = frontier.pop(0)
+            for target in sorted(graph[node] & component):
+                if target == start:
+                    found.append(paths[node] + [start])
+                    frontier = []
+                    break
+                if target not in seen:
+                    seen.add(target)
+                    paths[target] = paths[node] + [target]
+                    frontier.append(target)
+    return found
+
+
+def test_report_and_gate_import_no_torch():
+    code = ("import phasebench.report, phasebench.gate, phasebench.gate.cli, phasebench.report.cli, phasebench.results; "
+            "import sys; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=PACKAGE.parent).stdout
+    assert out.strip() == "False"
+
+
+def test_no_import_cycle():
+    assert "phasebench.results" in GRAPH["phasebench.gate.decide"]  # the graph sees what it should
+    assert "phasebench.report.cases" in GRAPH["phasebench.report.cli"]
+    found = cycles(GRAPH)
+    assert not found, "import cycles between phasebench modules:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_the_cycle_check_finds_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert cycles(graph) == [["a", "b", "c", "a"]]
+
+
+def test_results_is_a_leaf():
+    assert closure("phasebench.results") <= LEAVES, sorted(closure("phasebench.results") - LEAVES)
+
+
+def test_report_and_gate_import_only_the_leaves_and_not_each_other():
+    for package, other in (("phasebench.report", "phasebench.gate"), ("phasebench.gate", "phasebench.report")):
+        own = {name for name in MODULES if name == package or name.startswith(package + ".")}
+        assert own, package
+        for name in own:
+            beyond = {module for module in closure(name) if module not in own and module not in READERS_MAY_IMPORT}
+            assert not beyond, f"{name} imports {sorted(beyond)}"
+            assert not any(module == other or module.startswith(other + ".") for module in closure(name))
+
+
+def test_report_gate_and_results_files_are_small():
+    paths = [MODULES["phasebench.results"], *sorted((PACKAGE / "gate").glob("*.py")),
+             *sorted((PACKAGE / "report").glob("*.py"))]
+    long = {str(path.relative_to(PACKAGE.parent)): lines for path in paths
+            if (lines := len(path.read_text(encoding="utf8").splitlines())) > 400}
+    assert not long, long
