@@ -88,12 +88,13 @@ def test_concurrent_jobs(benchmark, new_worker, utilization_of, settings, single
         request, timeout, steps = {"cmd": "train_steps", "steps": CHECK_STEPS}, settings.round_timeout, CHECK_STEPS
     # Several workers, all the case's: the device is watched across all jobs, and the CPU of every worker process
     # (extra_info["cpu"]: theirs together, and each one's in "processes"), from the release to the last reply.
-    watched = types.SimpleNamespace(pids=[], device=device, impl=impl)
+    watched = types.SimpleNamespace(pids=[], device=device, impl=impl, pci_bus_id=None)
     run = {}
 
     def one_round():
         workers = start_all(spawns)
         watched.pids = [worker.pid for worker in workers]
+        watched.pci_bus_id = workers[0].pci_bus_id  # the jobs share one device
         try:
             with utilization_of(watched):
                 release_ns = time.perf_counter_ns()
@@ -151,5 +152,5 @@ def test_concurrent_jobs(benchmark, new_worker, utilization_of, settings, single
         job_major_faults=[reply["major_faults"] for reply in replies],
         job_minor_faults_per_step=[round(reply["minor_faults"] / steps, 2) for reply in replies],
         single_job_loop_s=basis, slowdown=[loop / basis for loop in loops] if basis else None,
-        slowdown_unavailable=unavailable, mps=settings.utilization.mps(device),
+        slowdown_unavailable=unavailable, mps=settings.utilization.mps(watched),
     )
