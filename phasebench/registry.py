@@ -18,7 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from phasebench.spec import (  # noqa: F401  (ONE_SHOT_PHASES, TRAINING_PHASES re-exported)
-    ENSEMBLES, LOADERS, ONE_SHOT_PHASES, OPTIMIZERS, STEP_IN_RUN, STEPS, TRAINING_PHASES, step_phases)
+    ENSEMBLES,
+    LOADERS,
+    ONE_SHOT_PHASES,
+    OPTIMIZERS,
+    STEP_IN_RUN,
+    STEPS,
+    TRAINING_PHASES,
+    step_phases,
+)
 
 LANGUAGES = ("python", "cpp")
 DEVICES = ("cpu", "cuda")

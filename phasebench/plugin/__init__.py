@@ -18,14 +18,14 @@ import pytest
 
 from phasebench import data, gate, registry, utilization
 from phasebench.plugin import machine
+from phasebench.plugin.cases import RUN_ORDER  # noqa: F401  (the cases read it from here)
 from phasebench.registry import DEVICES
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload, parse_sizes, workloads
 from phasebench.worker import build
 
-pytest_plugins = ["phasebench.plugin.gating"]  # --phase-ratio-fail and baseline checks (README, "Baselines and CI gating")
+pytest_plugins = ["phasebench.plugin.gating", "phasebench.plugin.cases"]  # --phase-ratio-fail and baseline checks (README, "Baselines and CI gating")
 
-RUN_ORDER = pytest.StashKey[int]()  # a test_phase case's place among the implementations of its phase
 COMMIT_ENV, DIRTY_ENV = "PHASEBENCH_COMMIT", "PHASEBENCH_DIRTY"  # for a copy without git history
 PATH_OPTIONS = ("--mnist-root",)  # options whose value pytest may take for a test path (README, "Options")
 DEFAULT_DATA = build.ROOT / "data"  # the repository's, wherever pytest is started
@@ -381,75 +381,3 @@ def pytest_sessionstart(session):
 def pytest_keyboard_interrupt(excinfo):
     # The run is ending and saving: a later SIGTERM (CI sends SIGINT, then SIGTERM) must not cut that short.
     signal.signal(signal.SIGTERM, _ignore_sigterm)
-
-
-def pytest_generate_tests(metafunc):
-    """Every test that takes `impl` and `device` runs per selected implementation (--impl) and device, and
-    per workload (--width, --batch-size) where it takes `workload`; test_phase per phase of the
-    implementation (the registry says which); test_concurrent_jobs per --jobs N and test_ensemble per
-    --models M, for the implementations that run them (Implementation.runs_in). Ids read
-    phase-impl-device[-N], as before workloads existed, with -wW-bB for other workloads, so saved baselines
-    of the published workload still compare."""
-    names = [name for name in ("phase", "impl", "device", "jobs", "models", "workload") if name in metafunc.fixturenames]
-    if not {"impl", "device"} <= set(names):
-        return
-    settings: Settings = metafunc.config.phasebench
-    counts = {"jobs": lambda device: settings.jobs[device], "models": lambda device: settings.models}
-    count_name = next((name for name in counts if name in names), None)
-    cases, ids = [], []
-    # Workload outermost: a sweep runs one workload after another, so that the pooled workers of a workload
-    # are done with (and stopped, conftest.py) before the next workload's start.
-    for workload in (settings.workloads if "workload" in names else (None,)):
-        for impl_name in settings.impls:
-            impl = registry.get(impl_name)
-            if not impl.runs_in(names):
-                continue
-            for phase in (impl.phases if "phase" in names else (None,)):
-                for device in DEVICES:
-                    if impl.absent_reason(device):  # a case it cannot have at all is not made (README, "Options")
-                        continue
-                    for count in (counts[count_name](device) if count_name else (None,)):
-                        values = {"phase": phase, "impl": impl_name, "device": device, "workload": workload,
-                                  count_name: count}
-                        cases.append(pytest.param(*(values[name] for name in names)))
-                        ids.append("-".join([part for part in (phase, impl_name, device) if part]
-                                            + ([str(count)] if count else [])
-                                            + ([workload.id] if workload and workload.id else [])))
-    metafunc.parametrize(names, cases, ids=ids)
-
-
-def pytest_collection_modifyitems(config, items):
-    """What an explicit choice excludes is deselected, not skipped (README, "Options"): the cases of devices
-    --device leaves out, and under --benchmark-only the tests that are not benchmarks. cuda cases of the default
-    devices stay, and skip with their reason where no GPU is usable."""
-    settings: Settings = config.phasebench
-    only_benchmarks = config.getoption("benchmark_only", False)
-    kept, deselected = [], []
-    for item in items:
-        params = getattr(item, "callspec", None) and item.callspec.params or {}
-        excluded = params.get("device", settings.devices[0]) not in settings.devices
-        not_a_benchmark = only_benchmarks and "benchmark" not in getattr(item, "fixturenames", ())
-        (deselected if excluded or not_a_benchmark else kept).append(item)
-    if deselected:
-        config.hook.pytest_deselected(items=deselected)
-        items[:] = kept
-    _rotate_implementations(items, settings.impls)
-
-
-def _rotate_implementations(items, impls: tuple[str, ...]) -> None:
-    """test_phase: which implementation runs first rotates from phase to phase, so that neither always
-    follows the other on the machine (README, "What is measured"). Each case's place is stashed."""
-    from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
-
-    groups: dict[tuple, list[int]] = {}
-    for index, item in enumerate(items):
-        params = getattr(item, "callspec", None) and item.callspec.params
-        if getattr(item, "originalname", None) == "test_phase" and params and params["impl"] in impls:
-            groups.setdefault((params["phase"], params["device"], params["workload"]), []).append(index)
-    for (phase, _, _), slots in groups.items():
-        shift = PHASE_NAMES.index(phase) if phase in PHASE_NAMES else 0
-        ranked = sorted((items[slot] for slot in slots),
-                        key=lambda item: (impls.index(item.callspec.params["impl"]) - shift) % len(impls))
-        for order, (slot, item) in enumerate(zip(slots, ranked)):
-            items[slot] = item
-            item.stash[RUN_ORDER] = order
