@@ -11,11 +11,11 @@ run() { local name=$1; shift; local start; start=$(date +%s)
   echo "== $name: $* ($(date +%T))"
   "$py" -m pytest -p no:cacheprovider --benchmark-json="$OUT/$name.json" "$@" > "$OUT/$name.log" 2>&1 || echo "$name exited $?"
   echo "$name: $(( $(date +%s) - start )) s" | tee -a "$OUT/times.txt"; }
-"$py" -m bench.build > /dev/null 2>&1  # built before the first clock
+"$py" -m phasebench.worker.build > /dev/null 2>&1  # built before the first clock
 # The README's benchmark command, as before (docs/variants/default-run.json at ab71975).
 run default-run --benchmark-only
 # The suite's trainers against plain programs of their language: three interleaved pairs.
-start=$(date +%s); "$py" -m bench.plain --pairs 3 --out "$OUT/plain-pairs.json" > "$OUT/plain-pairs.log" 2>&1
+start=$(date +%s); "$py" -m phasebench.plain --pairs 3 --out "$OUT/plain-pairs.json" > "$OUT/plain-pairs.log" 2>&1
 echo "plain-pairs: $(( $(date +%s) - start )) s" | tee -a "$OUT/times.txt"
 # The data-loading split (design against language) and the batched pair, at the published workload.
 run variants --benchmark-only --device cpu --impl python,python-tensor,cpp,python-batched,cpp-batched \
