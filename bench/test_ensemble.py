@@ -21,8 +21,8 @@ import statistics
 
 import pytest
 
-from bench.test_phases import phase_cpu
 from phasebench import registry
+from phasebench.utilization import phase_cpu
 from phasebench.worker.client import PhaseRound, worker_clock
 
 CHECKED_STEPS = 2  # the first step's losses tell the members apart; the second follows it

@@ -5,8 +5,8 @@ languages, so the README can say what leaving it out saves per step (on cuda it 
 
 import pytest
 
-from bench.test_phases import phase_cpu
 from phasebench import registry
+from phasebench.utilization import phase_cpu
 from phasebench.worker.client import worker_clock
 
 pytestmark = pytest.mark.benchmark(timer=worker_clock)

@@ -17,7 +17,7 @@ from phasebench.registry import ONE_SHOT_PHASES
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
 from phasebench.spec import Workload
-from phasebench.utilization import THREAD_CPU_MIN_BODY_S, cores_available
+from phasebench.utilization import phase_cpu, phase_faults
 from phasebench.worker.client import WorkerError, worker_clock
 
 # pytest-benchmark reads the in-worker durations through this clock.
@@ -105,33 +105,6 @@ def leftover_problems(phase: str, products: list[dict]) -> list[str]:
     return problems
 
 
-# The kernel brings another running thread's CPU time up to date only at its scheduler tick (1 to 10 ms),
-# so the process clock read around a shorter body bills it what that thread used before: the process
-# figure is kept only where the bodies are long enough for that to be small (README, "Utilization").
-PROCESS_CPU_MIN_BODY_S = 0.01
-
-
-def phase_cpu(rounds, cores: int | None = None) -> dict:
-    """The phase's own CPU use over its timed bodies, in cores: the thread that ran them, and the whole process
-    (all intra-op threads), each where the bodies last long enough for what the CPU clocks hold beyond them to be
-    small (THREAD_CPU_MIN_BODY_S, PROCESS_CPU_MIN_BODY_S), and never above what it can use: one core for the
-    thread, the process's `cores` (its CPU affinity; the workers inherit pytest's) for the process."""
-    cores = cores or cores_available([0])
-    wall = sum(timed.ns for timed in rounds) or 1
-    median_s = statistics.median(timed.ns for timed in rounds) / 1e9
-
-    def figure(cpu_ns: int, min_body_s: float, most: int) -> float | None:
-        return round(min(cpu_ns / wall, float(most)), 3) if median_s >= min_body_s else None
-
-    return {"phase_thread_cpu_cores": figure(sum(timed.thread_cpu_ns for timed in rounds), THREAD_CPU_MIN_BODY_S, 1),
-            "phase_cpu_cores": figure(sum(timed.cpu_ns for timed in rounds), PROCESS_CPU_MIN_BODY_S, cores)}
-
-
-def phase_faults(rounds) -> dict:
-    """The worker's page faults across each timed body (read just outside the clock), as the median of the
-    rounds: a phase that faults its memory back in every round shows it here (docs/page-faults.md)."""
-    return {"minor_faults_per_round": statistics.median(timed.minor_faults for timed in rounds),
-            "major_faults_per_round": statistics.median(timed.major_faults for timed in rounds)}
 
 
 class Rounds:

@@ -16,9 +16,8 @@ from types import SimpleNamespace
 import pynvml
 import pytest
 
-from bench.test_phases import phase_cpu
 from phasebench import utilization
-from phasebench.utilization import CpuWindow, GpuWindow, Monitor, cpu_times, gpu_readers, process_cpu_ns
+from phasebench.utilization import CpuWindow, GpuWindow, Monitor, cpu_times, gpu_readers, phase_cpu, process_cpu_ns
 from phasebench.worker.build import ROOT
 from phasebench.worker.client import PhaseRound
 from tests.test_faults import _data_options, run_suite
