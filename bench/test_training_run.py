@@ -155,6 +155,9 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
         implementation=impl, language=registry.get(impl).language, reference=registry.get(impl).pair,
         device=device, phase="training_run", **workload.as_info(), epochs=settings.epochs,
         rounds=settings.run_rounds, warmup_rounds=0, threads=settings.threads, steps=runs[0]["steps"],
+        # What setup_s holds, in both languages alike; results saved before it was recorded held torchvision's
+        # import in Python's set-up (docs/architecture.md#set-up-the-same-kind-of-work-in-both-languages).
+        setup_holds="opening both splits, building the model and optimizer; the libraries loaded before the clock",
         summed_s=[ns / 1e9 for ns in summed_ns], summed_median_s=statistics.median(summed_ns) / 1e9,
         program_s=[run["program_ns"] / 1e9 for run in runs], process_total_s=[run["total_ns"] / 1e9 for run in runs],
         **{f"{name}_median_s": statistics.median(run[f"{name}_ns"] for run in runs) / 1e9
