@@ -6,7 +6,7 @@ each one step at a time on a batch already on the device (Trainer.ensemble_step 
 
 - LoopEnsemble ("loop"): one model after another, each step exactly Trainer.step's forward, loss, backward
   and update. Member k trains as model k trained alone would, to the bit (tests/test_equivalence.py);
-  cpp/phasebench.cpp's Trainer::start_ensemble is its C++ twin.
+  cpp/src/ensemble.cpp's Trainer::start_ensemble is its C++ twin.
 - VmapEnsemble ("vmap", python-vmap): the M models as one, with torch.func: their parameters stacked
   (stack_module_state), the Net run on them through functional_call under vmap, one SGD over the stacked
   parameters. vmap runs the M convolutions as one convolution (conv1, whose input is shared) or one grouped

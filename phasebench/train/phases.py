@@ -1,6 +1,6 @@
 """The one Python table of phases (README, "What is measured"): what each prepares (untimed), times, and produces
 for the plain tests to check, and what the training run times under its name. Its C++ twin is
-Trainer::make_phases in cpp/src/. Names and labels come from phasebench/spec.py.
+Trainer::make_phases in cpp/src/phases.cpp. Names and labels come from phasebench/spec.py.
 """
 
 from __future__ import annotations

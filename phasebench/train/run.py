@@ -1,6 +1,6 @@
 """The training run (README, "The published table, redone"): the published loop, each phase timed in place
 (or only the whole loop, free-running), as the published program runs it. Its C++ twin is pb_train's loop in
-cpp/src/."""
+cpp/src/run.cpp."""
 
 from __future__ import annotations
 
