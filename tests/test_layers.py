@@ -12,7 +12,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "phasebench"
 # What the report and the gate may import of the suite: the leaves and themselves (never a trainer or a worker).
 READERS_MAY_IMPORT = {"phasebench.results", "phasebench.spec", "phasebench.registry", "phasebench.data",
-                      "phasebench.utilization"}
+                      "phasebench.utilization", "phasebench.gpu_sampling"}
 LEAVES = {"phasebench.spec", "phasebench.registry"}  # what phasebench.results may import of the suite
 
 

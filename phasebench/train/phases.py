@@ -13,23 +13,10 @@ import torch
 
 from phasebench.spec import LABELS, ONE_SHOT_PHASES, STEP_IN_RUN, TRAINING_PHASES
 from phasebench.train.model import LEARNING_RATE, MOMENTUM
+from phasebench.train.products import CHECKS, all_finite, product  # noqa: F401  (CHECKS re-exported)
 from phasebench.train.state import TrainingState
 
-# The checks a phase's product may carry (README, "What is measured"); None where a phase has none.
-CHECKS = ("batch", "on_device", "matches_host", "resident", "recompute_error", "zero_before", "nonzero_grads",
-          "update_error", "moved", "distinct", "leftovers")
 SAME = object()  # a run body that is the phase's own body
-
-
-def product(main: torch.Tensor, finite: bool, loss: float | None = None, **checks) -> dict:
-    """What a phase produced, for plain tests to check (the C++ side reports the same fields)."""
-    unknown = checks.keys() - set(CHECKS)
-    assert not unknown, f"unknown product checks {unknown}"
-    return {"shape": list(main.shape), "finite": bool(finite), "loss": loss} | dict.fromkeys(CHECKS) | checks
-
-
-def all_finite(tensors) -> bool:
-    return all(t is not None and bool(torch.isfinite(t).all()) for t in tensors)
 
 
 @dataclass(frozen=True)

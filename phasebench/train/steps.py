@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from phasebench.spec import STEPS, StepFacts
+from phasebench.train.products import all_finite, product
 
 # Eager steps before a capture, as torch's whole-network capture recipe does on a side stream: the first
 # creates SGD's momentum buffers, and the later ones settle the lazy initializations (cuBLAS workspaces, cuDNN
@@ -177,8 +178,6 @@ class GraphStep(Step):
 
     def one_shot_product(self, t) -> dict:
         """A graph per batch shape, the full batch's first; the output tensor a replay fills has its shape."""
-        from phasebench.train.phases import all_finite, product
-
         shapes = [len(self.graphs[rows].data) for rows in t.batch_shapes()]
         assert shapes == t.batch_shapes(), f"graphs captured for {shapes} rows, the epoch feeds {t.batch_shapes()}"
         return product(self.graphs[t.batch_size].output, all_finite(t.model.parameters()))
@@ -238,8 +237,6 @@ class CompiledStep(Step):
             torch.cuda.set_rng_state(cuda_rng, t.device)
 
     def one_shot_product(self, t) -> dict:
-        from phasebench.train.phases import all_finite, product
-
         return product(t.output, all_finite([t.output]))
 
     def close(self) -> None:
