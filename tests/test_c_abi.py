@@ -1,4 +1,5 @@
-"""The C ABI (cpp/phasebench.h) never crashes its caller (README, "Faults and bad input").
+"""The C ABI (cpp/include/phasebench.h, and the test-only cpp/include/phasebench_testing.h) never crashes its
+caller (README, "Faults and bad input").
 
 A null, made-up or destroyed handle, an unknown phase, a wrong buffer length and bad options each
 give PB_ERROR and a message, and the session still works afterwards. The destroyed handle is probed
@@ -6,7 +7,7 @@ while a newer session lives where it lived (in its slot; with plain pointers, mo
 address): a stale handle must be refused even then, and must not reach the newer session. The calls
 go through ctypes, as the C++ worker makes them, in a child process (this file run as a script): a
 crash there fails these tests with its signal instead of taking the suite down. The other tests check that every
-function of the header is bound, probed and wrapped in guarded(), and that the library builds
+function of the headers is bound, probed and wrapped in guarded(), and that the library builds
 without warnings under -Wall -Wextra.
 """
 
@@ -28,17 +29,20 @@ import pytest
 from phasebench.worker import build, cpp_lib
 from phasebench.worker.client import ROOT, describe_exit
 
-PB_ERROR = 1  # phasebench.h
+PB_ERROR = 1  # cpp/include/phasebench.h
 PARAM_COUNT = 21840  # the Net's parameters
 EPOCH_BATCHES = 938
-SESSION_FUNCTIONS = [name for name in cpp_lib._SIGNATURES if name not in ("pb_create", "pb_abi_version")]
+ALL_SIGNATURES = cpp_lib._SIGNATURES | cpp_lib._TESTING_SIGNATURES
+SESSION_FUNCTIONS = [name for name in ALL_SIGNATURES if name not in ("pb_create", "pb_abi_version")]
+CPP = ROOT / "cpp"
 BATCH = 64
 
 
 def _call_with_nulls(lib, name: str, handle) -> int:
     """`name` with this handle and every other argument null or zero."""
-    argtypes = cpp_lib._SIGNATURES[name][1:]
-    return getattr(lib, name)(handle, *(0 if t in (ctypes.c_int32, ctypes.c_int64) else None for t in argtypes))
+    argtypes = ALL_SIGNATURES[name][1:]
+    numbers = (ctypes.c_int32, ctypes.c_int64, ctypes.c_double)
+    return getattr(lib, name)(handle, *(0 if t in numbers else None for t in argtypes))
 
 
 def _create(lib, options, out=True) -> int:
@@ -46,7 +50,7 @@ def _create(lib, options, out=True) -> int:
 
 
 def _options(raw_dir: str, device=b"cpu", log_path=None) -> cpp_lib.Options:
-    return cpp_lib.Options(raw_dir and raw_dir.encode(), device, log_path, 0, 1, 0.5, b"", 0, 0.0, 1, BATCH, b"published")
+    return cpp_lib.Options(raw_dir and raw_dir.encode(), device, log_path, 0, 1, 0.5, 1, BATCH, b"published")
 
 
 def _with(options: cpp_lib.Options, **fields) -> cpp_lib.Options:
@@ -127,6 +131,8 @@ def _probes() -> dict:
                                    f"parameter buffer holds {PARAM_COUNT + 1} floats, the model has {PARAM_COUNT}"),
         "phase-names-short-buffer": (lambda c: c.lib.pb_phase_names(c.live, ctypes.create_string_buffer(8), 8),
                                      "buffer of 8 bytes"),
+        "run-phase-names-short-buffer": (
+            lambda c: c.lib.pb_run_phase_names(c.live, ctypes.create_string_buffer(8), 8), "buffer of 8 bytes"),
         "layout-zero-buffer": (lambda c: c.lib.pb_param_layout(c.live, ctypes.create_string_buffer(1), 0),
                                "buffer of 0 bytes"),
         "train-short-phase-buffer": (lambda c: _train(c.lib, c.live, 2), "phase time buffer of 2"),
@@ -153,6 +159,13 @@ def _probes() -> dict:
         "ensemble-destroy": (lambda c: c.lib.pb_ensemble_destroy(c.live), None),
         "ensemble-step-after-destroy": (lambda c: _ensemble_step(c.lib, c.live, 2),
                                         "no ensemble: call pb_ensemble_create first"),
+        # The test-only slow knob (phasebench_testing.h): bad values; then one that costs nothing (noop, 0 ns).
+        "testing-slow-phase-null-phase": (lambda c: c.lib.pb_testing_slow_phase(c.live, None, 0, 0.0), "null phase name"),
+        "testing-slow-phase-negative-ns": (lambda c: c.lib.pb_testing_slow_phase(c.live, b"forward", -1, 0.0),
+                                           "neither may be negative"),
+        "testing-slow-phase-negative-fraction": (lambda c: c.lib.pb_testing_slow_phase(c.live, b"forward", 0, -0.5),
+                                                 "neither may be negative"),
+        "testing-slow-phase": (lambda c: c.lib.pb_testing_slow_phase(c.live, b"noop", 0, 0.0), None),
         # After all of the above (pb_destroy with the stale handle among them), both sessions still train.
         "session-still-works": (lambda c: _run_phase(c.lib, c.live, b"train_step"), None),
         "newer-session-still-works": (lambda c: _run_phase(c.lib, c.newer, b"train_step"), None),
@@ -213,20 +226,32 @@ def test_c_abi_refuses_bad_calls(probe, probe_results):
         assert expected in message, f"{probe}: message {message!r} does not say {expected!r}"
 
 
+def _declared(header: str) -> set[str]:
+    return set(re.findall(r"^(?:int|const char\*) (pb_\w+)\(", (CPP / "include" / header).read_text(), re.M))
+
+
 def test_every_header_function_is_bound_and_probed():
-    header = (ROOT / "cpp" / "phasebench.h").read_text()
-    declared = set(re.findall(r"^(?:int|const char\*) (pb_\w+)\(", header, re.M))
-    assert declared == set(cpp_lib._SIGNATURES) | {"pb_last_error"}
+    """The production ABI and the test-only one, each bound by its own table: no test knob in phasebench.h."""
+    assert _declared("phasebench.h") == set(cpp_lib._SIGNATURES) | {"pb_last_error"}
+    assert _declared("phasebench_testing.h") == set(cpp_lib._TESTING_SIGNATURES)
 
 
 def test_every_extern_c_function_catches_everything():
-    """Each C ABI function runs its body inside guarded(), which turns every exception into PB_ERROR;
-    pb_last_error only returns a thread-local string's c_str()."""
-    source = (ROOT / "cpp" / "phasebench.cpp").read_text()
-    abi = source[source.index('extern "C" {'):]
-    definitions = dict(re.findall(r"^int (pb_\w+)\([^)]*\)\s*\{\s*(\w+ \w+)", abi, re.M))
-    assert set(definitions) == set(cpp_lib._SIGNATURES), "a C ABI function this test cannot find"
-    unguarded = [name for name, start in definitions.items() if start != "return guarded"]
+    """Each C ABI function, in whichever source of cpp/src defines it, runs its body inside guarded(), which turns
+    every exception into PB_ERROR; pb_last_error only returns a thread-local string's c_str(). No function of the
+    ABI is defined outside an extern "C" block."""
+    definitions, starts = {}, {}
+    for path in sorted((CPP / "src").glob("*.cpp")):
+        source = path.read_text()
+        outside, *blocks = source.split('extern "C" {')
+        for name in re.findall(r"^\w[\w\s*]*\b(pb_\w+)\([^)]*\)\s*\{", outside, re.M):
+            starts[name] = f"{path.name}, outside extern \"C\""
+        for block in blocks:
+            for name, start in re.findall(r"^int (pb_\w+)\([^)]*\)\s*\{\s*(\w+ \w+)", block, re.M):
+                assert name not in definitions, f"{name} defined twice"
+                definitions[name], starts[name] = start, path.name
+    assert set(starts) == set(ALL_SIGNATURES), f"C ABI functions this test cannot find, or misplaced: {starts}"
+    unguarded = [f"{name} ({starts[name]})" for name in ALL_SIGNATURES if definitions.get(name) != "return guarded"]
     assert not unguarded, f"not wrapped in guarded(): {unguarded}"
 
 
@@ -236,26 +261,37 @@ def test_the_library_builds_without_warnings(cpp_library):
     assert not warnings.exists(), f"the C++ build printed warnings:\n{warnings.read_text()}"
 
 
-SLOW_NS = 100_000_000  # the slow knob's spin in lifetime_checks: far above three forward passes here
+SLOW_NS = 100_000_000  # the slow knob's spin in session_checks: far above three forward passes here
 BUSY_STEPS = 400  # a training run that is still going when pb_destroy is called from another thread
 
 
-def lifetime_checks(library: str, root: str) -> None:
-    """The child process for test_the_library_keeps_no_caller_string_and_refuses_to_destroy_a_session_in_use: one
-    JSON line of what it saw."""
+def session_checks(library: str, root: str) -> None:
+    """The child process for the tests of session_seen: one JSON line of what it saw."""
     lib = cpp_lib.load(library)
     seen = {}
-    # The caller's strings: pb_options.slow_phase names no phase at pb_create; the caller then writes "forward"
-    # into the same memory. A library that kept the pointer would slow forward in pb_train.
+    # The caller's strings: pb_options.loader says "published" at pb_create, and the slow knob's phase names no
+    # phase when pb_testing_slow_phase is called; the caller then writes "prefetch" and "forward" into the same
+    # memory. A library that kept either pointer would fail pb_get_batch (an unknown loader) or slow forward in
+    # pb_train.
+    loader = ctypes.create_string_buffer(b"published", 32)
     name = ctypes.create_string_buffer(b"no_such_phase", 32)
-    options = _with(_options(f"{root}/MNIST/raw"), slow_phase=ctypes.cast(name, ctypes.c_char_p), slow_ns=SLOW_NS)
+    options = _with(_options(f"{root}/MNIST/raw"), loader=ctypes.cast(loader, ctypes.c_char_p))
     handle = ctypes.c_void_p()
     assert lib.pb_create(ctypes.byref(options), ctypes.byref(handle)) == cpp_lib.PB_OK, lib.pb_last_error()
-    name.value = b"forward"
+    assert lib.pb_testing_slow_phase(handle, name, SLOW_NS, 0.0) == cpp_lib.PB_OK, lib.pb_last_error()
+    loader.value, name.value = b"prefetch", b"forward"
+    status = _get_batch(lib, handle, 0, BATCH)
+    seen["batch_after_the_loader_string_changed"] = (status, lib.pb_last_error().decode() if status else "")
     trainer = cpp_lib.CppTrainer.__new__(cpp_lib.CppTrainer)
     trainer.lib, trainer.handle = lib, handle
     totals, steps, _, _ = trainer.train(1, True, max_steps=3)
     seen["forward_ns_for_3_steps"] = totals["forward"]
+    seen["phase_names"], seen["run_totals"] = trainer.phase_names(), totals
+    # The slow knob as the gate sets it: CppTrainer's keywords, through pb_testing_slow_phase.
+    slowed = cpp_lib.CppTrainer(lib, root, log_path="/dev/null", slow_phase="loss", slow_ns=SLOW_NS)
+    seen["slowed_loss_ns"] = slowed.run_phase("loss")[0]
+    seen["slowed_run_loss_ns"] = slowed.train(1, True, max_steps=2)[0]["loss"]
+    slowed.close()
     # A session in use: pb_destroy from this thread while another thread is inside pb_train (ctypes releases the
     # GIL for the call) is refused, and the run finishes; once it has returned, pb_destroy succeeds.
     started = threading.Event()
@@ -276,15 +312,23 @@ def lifetime_checks(library: str, root: str) -> None:
     print(json.dumps(seen), flush=True)
 
 
-def test_the_library_keeps_no_caller_string_and_refuses_to_destroy_a_session_in_use(cpp_library, settings):
-    child = subprocess.run([sys.executable, "-m", "tests.test_c_abi", "--lifetime", cpp_library, settings.source.root],
+@pytest.fixture(scope="module")
+def session_seen(cpp_library, settings) -> dict:
+    child = subprocess.run([sys.executable, "-m", "tests.test_c_abi", "--session", cpp_library, settings.source.root],
                            cwd=ROOT, env=os.environ | build.sanitizer_runtime_env(), capture_output=True, text=True,
                            timeout=300)
     assert child.returncode == 0, f"the child died with {describe_exit(child.returncode)}:\n{child.stderr[-3000:]}"
-    seen = json.loads(child.stdout.strip().splitlines()[-1])
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def test_the_library_keeps_no_caller_string_and_refuses_to_destroy_a_session_in_use(session_seen):
+    seen = session_seen
+    assert seen["batch_after_the_loader_string_changed"] == [cpp_lib.PB_OK, ""], (
+        f"pb_get_batch after the caller changed pb_options.loader: {seen['batch_after_the_loader_string_changed']}: "
+        f"the library read it after pb_create returned")
     assert seen["forward_ns_for_3_steps"] < 3 * SLOW_NS, (
-        f"forward took {seen['forward_ns_for_3_steps']} ns in 3 steps: the library read pb_options.slow_phase after "
-        f"pb_create returned, from memory the caller had changed since")
+        f"forward took {seen['forward_ns_for_3_steps']} ns in 3 steps: the library read pb_testing_slow_phase's "
+        f"phase after the call returned, from memory the caller had changed since")
     status, message, still_training = seen["destroy_during_train"]
     assert still_training, "the training run ended before pb_destroy was tried: make BUSY_STEPS larger"
     assert status == PB_ERROR and "session busy" in message, f"pb_destroy during pb_train: {status}, {message!r}"
@@ -292,8 +336,23 @@ def test_the_library_keeps_no_caller_string_and_refuses_to_destroy_a_session_in_
     assert seen["destroy_after_train"][0] == cpp_lib.PB_OK, seen["destroy_after_train"]
 
 
+def test_the_run_totals_a_whole_step_as_step_in_run(session_seen):
+    """pb_train's totals follow pb_run_phase_names: the phases' names, with step_in_run (the run's step replayed
+    whole and its log line) where the phase train_step (which also loads and copies) stands; 0 for an eager step."""
+    phases, totals = session_seen["phase_names"], session_seen["run_totals"]
+    assert list(totals) == ["step_in_run" if name == "train_step" else name for name in phases]
+    assert totals["step_in_run"] == 0 and totals["forward"] > 0
+
+
+def test_the_slow_knob_slows_its_phase_and_its_run_total(session_seen):
+    """The test-only knob (phasebench_testing.h), set as CppTrainer's slow_phase and slow_ns: the loss phase, and
+    the training run's loss total (two steps), each spin the slowdown inside their clocks."""
+    assert session_seen["slowed_loss_ns"] >= SLOW_NS
+    assert session_seen["slowed_run_loss_ns"] >= 2 * SLOW_NS
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "--lifetime":
-        lifetime_checks(*sys.argv[2:])
+    if sys.argv[1] == "--session":
+        session_checks(*sys.argv[2:])
     else:
         run_probes(*sys.argv[1:])

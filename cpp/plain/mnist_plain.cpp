@@ -1,7 +1,7 @@
 // mnist_plain.cpp: the training loop of pytorch/examples' cpp/mnist as a C++ user writes it, with nothing of
 // the suite around it: the step's tensors are locals that die at the end of each iteration. It is the
 // reference the suite's C++ trainer is held to (docs/page-faults.md; `python -m phasebench.plain`): the same Net,
-// loader, optimizer and log line as cpp/phasebench.cpp, both splits opened before training as the example
+// loader, optimizer and log line as the suite's trainer (cpp/src/), both splits opened before training as the example
 // opens them, zero_grad after step() as in the suite, one JSON line of figures on stdout.
 //
 //   mnist_plain RAW_DIR [--threads N] [--epochs N] [--max-steps N] [--log PATH] [--seed N]

@@ -1,6 +1,6 @@
 """Build the C++ trainer (cpp/) into a shared library, once per source and toolchain.
 
-The library is cached under build/<hash>/ where the hash covers the sources, the Makefile,
+The library is cached under build/<hash>/ where the hash covers every source and header, the Makefile,
 the compiler flags and the torch version, so a second run rebuilds nothing.
 `python -m phasebench.worker.build` builds by hand and prints the library's path.
 """
@@ -18,10 +18,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 CPP_DIR = ROOT / "cpp"
 BUILD_DIR = ROOT / "build"
-SOURCES = ("phasebench.cpp", "phasebench.h", "Makefile")
+# What a build's hash covers, under cpp/: every file of these folders, and these files.
+SOURCES = ("include", "src", "Makefile")
 LIBRARY_NAME = "libphasebench.so"
 # The plain C++ program the trainer is held to (cpp/plain/mnist_plain.cpp; `python -m phasebench.plain`).
-PLAIN_SOURCES = ("plain/mnist_plain.cpp", "Makefile")
+PLAIN_SOURCES = ("plain", "Makefile")
 PLAIN_NAME = "mnist_plain"
 # PHASEBENCH_SANITIZE=address builds (and caches separately) an AddressSanitizer library.
 SANITIZERS = {"": "", "address": "-fsanitize=address -fno-omit-frame-pointer"}
@@ -95,9 +96,18 @@ def sanitizer_runtime_env() -> dict[str, str]:
             "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "detect_leaks=0:handle_segv=0")}
 
 
+def source_files(sources: tuple[str, ...] = SOURCES) -> list[str]:
+    """The files `sources` names (folders by every file in them, at any depth), relative to cpp/, sorted."""
+    files = set()
+    for name in sources:
+        path = CPP_DIR / name
+        files |= {str(f.relative_to(CPP_DIR)) for f in path.rglob("*") if f.is_file()} if path.is_dir() else {name}
+    return sorted(files)
+
+
 def build_hash(variables: dict[str, str], sources: tuple[str, ...] = SOURCES) -> str:
     digest = hashlib.sha256()
-    for name in sources:
+    for name in source_files(sources):
         digest.update(name.encode() + b"\0" + (CPP_DIR / name).read_bytes())
     for key in sorted(variables):
         digest.update(f"{key}={variables[key]}\0".encode())
@@ -140,7 +150,9 @@ def _built(name: str, sources: tuple[str, ...], target: str | None, quiet: bool)
         if library.exists():
             return library
         partial = out_dir / (name + ".partial")
-        command = ["make", "--no-print-directory", "-B", "-C", str(CPP_DIR)] + ([target] if target else [])
+        # One compiler per core: each source compiles to its own object.
+        jobs = len(os.sched_getaffinity(0))
+        command = ["make", "--no-print-directory", "-B", f"-j{jobs}", "-C", str(CPP_DIR)] + ([target] if target else [])
         command += [f"OUT={partial}"] + [f"{key}={value}" for key, value in variables.items()
                                          if key not in ("TORCH_VERSION", "TARGET")]
         if not quiet:

@@ -1,5 +1,6 @@
-"""ctypes bindings to the C ABI of cpp/phasebench.h. Used by the C++ worker only: importing this
-module imports neither torch nor the Python trainer."""
+"""ctypes bindings to the C ABI of cpp/include/phasebench.h, and to the test-only entry points of
+cpp/include/phasebench_testing.h. Used by the C++ worker only: importing this module imports neither torch nor
+the Python trainer."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 from array import array
 
 PB_OK = 0
-PB_ABI_VERSION = 4  # cpp/phasebench.h: these bindings' structs and signatures
+PB_ABI_VERSION = 5  # cpp/include/phasebench.h: these bindings' structs and signatures
 IMAGE_FLOATS = 28 * 28
 
 
@@ -21,9 +22,6 @@ class Options(ctypes.Structure):
         ("threads", ctypes.c_int32),
         ("seed", ctypes.c_int64),
         ("dropout", ctypes.c_double),
-        ("slow_phase", ctypes.c_char_p),
-        ("slow_ns", ctypes.c_int64),
-        ("slow_fraction", ctypes.c_double),
         ("width", ctypes.c_int64),
         ("batch_size", ctypes.c_int64),
         ("loader", ctypes.c_char_p),
@@ -77,6 +75,7 @@ _SIGNATURES = {
     "pb_create": [ctypes.POINTER(Options), ctypes.POINTER(_P)],
     "pb_destroy": [_P],
     "pb_phase_names": [_P, ctypes.c_char_p, ctypes.c_int64],
+    "pb_run_phase_names": [_P, ctypes.c_char_p, ctypes.c_int64],
     "pb_threads": [_P, ctypes.POINTER(ctypes.c_int32)],
     "pb_run_phase": [_P, ctypes.c_char_p, _I64P, ctypes.POINTER(Result)],
     "pb_timer_floor": [_P, _I64P],
@@ -95,6 +94,10 @@ _SIGNATURES = {
     "pb_ensemble_get_params": [_P, ctypes.c_int64, ctypes.POINTER(ctypes.c_float), ctypes.c_int64],
     "pb_ensemble_destroy": [_P],
 }
+# cpp/include/phasebench_testing.h: the same library's test-only entry points, outside the production ABI.
+_TESTING_SIGNATURES = {
+    "pb_testing_slow_phase": [_P, ctypes.c_char_p, ctypes.c_int64, ctypes.c_double],
+}
 
 
 def load(path: str) -> ctypes.CDLL:
@@ -105,7 +108,7 @@ def load(path: str) -> ctypes.CDLL:
             or version.value != PB_ABI_VERSION:
         found = "no pb_abi_version" if not hasattr(lib, "pb_abi_version") else f"ABI version {version.value}"
         raise CppError(f"{path}: {found}, these bindings need ABI version {PB_ABI_VERSION}; rebuild it from cpp/")
-    for name, argtypes in _SIGNATURES.items():
+    for name, argtypes in (_SIGNATURES | _TESTING_SIGNATURES).items():
         function = getattr(lib, name)
         function.argtypes, function.restype = argtypes, ctypes.c_int
     lib.pb_last_error.argtypes, lib.pb_last_error.restype = [], ctypes.c_char_p
@@ -137,11 +140,16 @@ class CppTrainer:
         # LibTorch's MNIST reads the IDX files straight from the folder it is given.
         self._options = Options(f"{root}/MNIST/raw".encode(), device.encode(),
                                 log_path.encode() if log_path else None, threads, seed, dropout,
-                                slow_phase.encode(), slow_ns, slow_fraction, width, batch_size, loader.encode(),
-                                step.encode())
+                                width, batch_size, loader.encode(), step.encode())
         self.handle = _P()
         self.ensemble_size = 0  # the members of the session's ensemble, as pb_ensemble_create was told
         self._call("pb_create", ctypes.byref(self._options), ctypes.byref(self.handle))
+        if slow_phase:  # the gate's test-only slow knob (phasebench.gate.SlowPhase), before any phase runs
+            try:
+                self._call("pb_testing_slow_phase", self.handle, slow_phase.encode(), slow_ns, slow_fraction)
+            except CppError:
+                self.close()
+                raise
 
     def _call(self, name: str, *args) -> None:
         if getattr(self.lib, name)(*args) != PB_OK:
@@ -219,7 +227,8 @@ class CppTrainer:
         return accuracy.value, loss.value
 
     def train(self, epochs: int, synchronize: bool, max_steps: int = 0) -> tuple[dict[str, int], int, int, int]:
-        names = self.phase_names()
+        """Phase totals by pb_run_phase_names (step_in_run, not train_step), steps, loop ns, process CPU ns."""
+        names = self._text("pb_run_phase_names").split(",")
         totals = (ctypes.c_int64 * len(names))()
         steps, loop_ns, cpu_ns = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
         self._call("pb_train", self.handle, epochs, int(synchronize), max_steps, totals, len(names),

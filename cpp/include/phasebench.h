@@ -1,4 +1,5 @@
-/* phasebench.h: the C ABI of the C++ MNIST trainer (phasebench.cpp).
+/* phasebench.h: the C ABI of the C++ MNIST trainer (cpp/src/; its functions are defined in cpp/src/c_api.cpp).
+ * Test-only entry points live in phasebench_testing.h, outside this production ABI.
  *
  * Every function returns PB_OK or PB_ERROR. On PB_ERROR, pb_last_error() holds a
  * message for this thread; the Python side raises it verbatim. No C++ exception
@@ -16,7 +17,7 @@ extern "C" {
 #define PB_ERROR 1
 /* Bumped whenever a struct or a signature below changes: phasebench/worker/cpp_lib.py refuses a library whose
  * pb_abi_version() differs (or that lacks it), instead of misreading memory. */
-#define PB_ABI_VERSION 4
+#define PB_ABI_VERSION 5
 
 /* Opaque: one model, optimizer and data loader. A handle is a token (a slot and a generation),
  * never an address to dereference; a destroyed session's token stays refused. */
@@ -30,9 +31,6 @@ typedef struct {
     int32_t threads;        /* intra-op threads; 0 keeps LibTorch's default */
     int64_t seed;           /* torch::manual_seed */
     double dropout;         /* 0.5 as published; 0 turns both dropouts off (equivalence tests) */
-    const char* slow_phase; /* test-only: this phase busy-waits slow_ns inside its timed body, */
-    int64_t slow_ns;
-    double slow_fraction;   /* or, when above 0, this fraction of the time its body just took */
     /* The workload (README, "Implementations and workloads"): every hidden size times width, and the batch size. */
     int64_t width;          /* 1 as published */
     int64_t batch_size;     /* 64 as published */
@@ -46,7 +44,7 @@ typedef struct {
  * (integers) or NaN (doubles) where a phase has none (README, "What is measured"). */
 typedef struct {
     double loss;             /* the loss this phase computed or read; NaN when it has none */
-    int64_t shape[4];        /* shape of the phase's main tensor (see make_phases in the .cpp) */
+    int64_t shape[4];        /* shape of the phase's main tensor (see Trainer::make_phases, cpp/src/phases.cpp) */
     int32_t ndim;
     int32_t finite;          /* 1 when every value checked is finite */
     int64_t batch_index;     /* data_loading, copy_to_device, train_step: the batch's index in its epoch */
@@ -81,6 +79,11 @@ int pb_destroy(pb_session* session);
 /* Comma-separated training phase names, in order, as this library implements them. */
 int pb_phase_names(pb_session* session, char* buffer, int64_t capacity);
 
+/* Comma-separated names of pb_train's totals, in the order it fills phase_ns: pb_phase_names' names, except
+ * that step_in_run (a step replayed whole and its log line, inside the run) stands where train_step (which
+ * also loads and copies its batch) stands there. */
+int pb_run_phase_names(pb_session* session, char* buffer, int64_t capacity);
+
 /* The intra-op thread count in effect (at::get_num_threads), to check it matches Python's. */
 int pb_threads(pb_session* session, int32_t* threads);
 
@@ -111,11 +114,11 @@ int pb_train_steps(pb_session* session, int64_t steps, double* losses);
 int pb_evaluate(pb_session* session, double* accuracy, double* mean_loss);
 
 /* The published run: optimizer init, then `epochs` epochs. With synchronize != 0 each phase
- * is timed as in pb_run_phase, phase_ns[i] totals phase i of pb_phase_names (train_step
+ * is timed as in pb_run_phase, phase_ns[i] totals name i of pb_run_phase_names (step_in_run
  * stays 0 unless the step is one graph) and cpu_ns the process CPU time across the timed bodies; with 0 no phase is timed
  * and only the whole loop is, and graph_capture (timed once, outside any step, either way). Where the step
- * is one graph, train_step is timed whole and forward, loss, backward, param_update and progress_print
- * stay 0. With max_steps above 0 the run stops after that many steps (a check, not the published run). */
+ * is one graph, step_in_run times it whole, with its log line, and forward, loss, backward, param_update and
+ * progress_print stay 0. With max_steps above 0 the run stops after that many steps (a check, not the published run). */
 int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t max_steps, int64_t* phase_ns,
              int64_t phase_capacity, int64_t* steps, int64_t* loop_ns, int64_t* cpu_ns);
 

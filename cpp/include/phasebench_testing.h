@@ -1,0 +1,24 @@
+/* phasebench_testing.h: test-only entry points of the same library, kept out of the production ABI
+ * (phasebench.h) so that no production caller carries a test knob. Defined in cpp/src/testing.cpp, under
+ * phasebench.h's rules: PB_OK or PB_ERROR with pb_last_error(), no C++ exception crosses, a null, unknown or
+ * destroyed handle is an error. */
+#ifndef PHASEBENCH_TESTING_H
+#define PHASEBENCH_TESTING_H
+
+#include "phasebench.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The gate's slow knob (PHASEBENCH_TEST_SLOW_PHASE, phasebench/gate): from this call on, `phase` busy-waits `ns`
+ * inside its timed body or, with fraction above 0, that fraction of the time its body just took, round by round;
+ * in pb_train the total of that name too (train_step's is step_in_run's). A name that is no phase slows nothing.
+ * The library copies the string. A later call replaces the knob; neither ns nor fraction may be negative. */
+int pb_testing_slow_phase(pb_session* session, const char* phase, int64_t ns, double fraction);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

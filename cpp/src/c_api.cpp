@@ -1,0 +1,254 @@
+// c_api.cpp: the C ABI of include/phasebench.h. Each function runs its body inside guarded() and takes its
+// session through session_of() (c_api.h), then asks the trainer.
+#include "c_api.h"
+
+#include <algorithm>
+#include <tuple>
+
+using namespace phasebench;
+
+namespace {
+
+// Checks the caller's buffer length against the model before touching either.
+std::vector<torch::Tensor> checked_params(std::vector<torch::Tensor> params, const float* values, int64_t count) {
+  require(values, "parameter buffer");
+  int64_t total = 0;
+  for (const auto& p : params) total += p.numel();
+  if (count != total)
+    throw std::length_error("parameter buffer holds " + std::to_string(count) +
+                            " floats, the model has " + std::to_string(total));
+  return params;
+}
+
+std::vector<torch::Tensor> params_for(pb_session* session, const float* values, int64_t count) {
+  return checked_params(session_of(session)->trainer.parameters(), values, count);
+}
+
+void copy_params_out(const std::vector<torch::Tensor>& params, float* values) {
+  int64_t offset = 0;
+  for (const auto& p : params) {
+    auto flat = p.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    std::memcpy(values + offset, flat.data_ptr<float>(), flat.numel() * sizeof(float));
+    offset += flat.numel();
+  }
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string text;
+  for (const auto& name : names) text += (text.empty() ? "" : ",") + name;
+  return text;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* pb_last_error(void) { return last_error().c_str(); }
+
+int pb_abi_version(int32_t* version) {
+  return guarded([&] {
+    require(version, "version output");
+    *version = PB_ABI_VERSION;
+  });
+}
+
+int pb_create(const pb_options* options, pb_session** out) {
+  return guarded([&] {
+    require(options, "options");
+    require(out, "output handle");
+    if (options->struct_size != static_cast<int64_t>(sizeof(pb_options)))
+      throw std::invalid_argument("pb_options of " + std::to_string(options->struct_size) +
+                                  " bytes, this library's has " + std::to_string(sizeof(pb_options)) +
+                                  ": the bindings and the library come from different sources");
+    require(options->data_root, "data_root");
+    *out = nullptr;
+    *out = add_session(std::shared_ptr<pb_session>(new pb_session{Trainer(*options)}));
+  });
+}
+
+// Refused ("session busy") while another call is using the session.
+int pb_destroy(pb_session* session) {
+  return guarded([&] { remove_session(session); });
+}
+
+int pb_phase_names(pb_session* session, char* buffer, int64_t capacity) {
+  return guarded([&] { copy_out(joined(session_of(session)->trainer.phase_names()), buffer, capacity); });
+}
+
+int pb_run_phase_names(pb_session* session, char* buffer, int64_t capacity) {
+  return guarded([&] { copy_out(joined(session_of(session)->trainer.run_phase_names()), buffer, capacity); });
+}
+
+int pb_threads(pb_session* session, int32_t* threads) {
+  return guarded([&] {
+    session_of(session);
+    require(threads, "thread count output");
+    *threads = torch::get_num_threads();
+  });
+}
+
+int pb_run_phase(pb_session* session, const char* phase, int64_t* duration_ns, pb_result* result) {
+  return guarded([&] {
+    const auto held = session_of(session);
+    auto& trainer = held->trainer;
+    require(phase, "phase name");
+    require(duration_ns, "duration output");
+    *duration_ns = trainer.run_phase(phase, result).ns;
+  });
+}
+
+int pb_timer_floor(pb_session* session, int64_t* duration_ns) {
+  return guarded([&] {
+    const auto held = session_of(session);
+    auto& trainer = held->trainer;
+    require(duration_ns, "duration output");
+    *duration_ns = trainer.timer_floor();
+  });
+}
+
+int pb_param_count(pb_session* session, int64_t* count) {
+  return guarded([&] {
+    const auto held = session_of(session);
+    auto& trainer = held->trainer;
+    require(count, "count output");
+    *count = 0;
+    for (const auto& p : trainer.parameters()) *count += p.numel();
+  });
+}
+
+int pb_param_layout(pb_session* session, char* buffer, int64_t capacity) {
+  return guarded([&] { copy_out(session_of(session)->trainer.layout(), buffer, capacity); });
+}
+
+int pb_get_params(pb_session* session, float* values, int64_t count) {
+  return guarded([&] { copy_params_out(params_for(session, values, count), values); });
+}
+
+int pb_set_params(pb_session* session, const float* values, int64_t count) {
+  return guarded([&] {
+    torch::NoGradGuard no_grad;
+    int64_t offset = 0;
+    for (auto& p : params_for(session, values, count)) {
+      auto source = torch::from_blob(const_cast<float*>(values) + offset, p.sizes(), torch::kFloat32);
+      p.copy_(source);
+      offset += p.numel();
+    }
+  });
+}
+
+int pb_epoch_batches(pb_session* session, int64_t* count) {
+  return guarded([&] {
+    const auto held = session_of(session);
+    auto& trainer = held->trainer;
+    require(count, "count output");
+    *count = trainer.epoch_batches();
+  });
+}
+
+int pb_get_batch(pb_session* session, int64_t index, float* images, int64_t* labels, int64_t capacity,
+                 int64_t* batch_size) {
+  return guarded([&] {
+    const auto held = session_of(session);
+    auto& trainer = held->trainer;
+    require(images, "image buffer");
+    require(labels, "label buffer");
+    require(batch_size, "batch size output");
+    auto batch = trainer.batch_at(index);
+    const int64_t n = batch.data.size(0);
+    if (n > capacity)
+      throw std::length_error("batch of " + std::to_string(n) + " images, room for " + std::to_string(capacity));
+    auto data = batch.data.to(torch::kFloat32).contiguous();
+    auto target = batch.target.to(torch::kInt64).contiguous();
+    std::memcpy(images, data.data_ptr<float>(), data.numel() * sizeof(float));
+    std::memcpy(labels, target.data_ptr<int64_t>(), n * sizeof(int64_t));
+    *batch_size = n;
+  });
+}
+
+int pb_train_steps(pb_session* session, int64_t steps, double* losses) {
+  return guarded([&] {
+    const auto held = session_of(session);
+    auto& trainer = held->trainer;
+    require(losses, "loss buffer");
+    for (int64_t i = 0; i < steps; ++i) {
+      trainer.advance();
+      losses[i] = trainer.last_loss();
+    }
+  });
+}
+
+int pb_evaluate(pb_session* session, double* accuracy, double* mean_loss) {
+  return guarded([&] {
+    const auto held = session_of(session);
+    auto& trainer = held->trainer;
+    require(accuracy, "accuracy output");
+    require(mean_loss, "loss output");
+    std::tie(*accuracy, *mean_loss) = trainer.evaluate();
+  });
+}
+
+int pb_peak_device_memory(pb_session* session, int64_t* bytes) {
+  return guarded([&] {
+    const auto held = session_of(session);
+    auto& trainer = held->trainer;
+    require(bytes, "bytes output");
+    *bytes = trainer.peak_device_memory();
+  });
+}
+
+int pb_ensemble_create(pb_session* session, int64_t models) {
+  return guarded([&] { session_of(session)->trainer.start_ensemble(models); });
+}
+
+int pb_ensemble_step(pb_session* session, int64_t* duration_ns, int64_t* cpu_ns, int64_t* thread_cpu_ns,
+                     double* losses, int64_t capacity) {
+  return guarded([&] {
+    const auto held = session_of(session);
+    auto& trainer = held->trainer;
+    require(duration_ns, "duration output");
+    require(cpu_ns, "CPU time output");
+    require(thread_cpu_ns, "thread CPU time output");
+    require(losses, "loss buffer");
+    if (capacity < trainer.ensemble_size())
+      throw std::length_error("loss buffer of " + std::to_string(capacity) + ", " +
+                              std::to_string(trainer.ensemble_size()) + " needed");
+    std::vector<double> values;
+    const Timing timing = trainer.ensemble_step(values);
+    std::copy(values.begin(), values.end(), losses);
+    *duration_ns = timing.ns;
+    *cpu_ns = timing.cpu_ns;
+    *thread_cpu_ns = timing.thread_cpu_ns;
+  });
+}
+
+int pb_ensemble_get_params(pb_session* session, int64_t member, float* values, int64_t count) {
+  return guarded([&] {
+    copy_params_out(checked_params(session_of(session)->trainer.ensemble_parameters(member), values, count), values);
+  });
+}
+
+int pb_ensemble_destroy(pb_session* session) {
+  return guarded([&] { session_of(session)->trainer.stop_ensemble(); });
+}
+
+int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t max_steps, int64_t* phase_ns,
+             int64_t phase_capacity, int64_t* steps, int64_t* loop_ns, int64_t* cpu_ns) {
+  return guarded([&] {
+    const auto held = session_of(session);
+    auto& trainer = held->trainer;
+    require(phase_ns, "phase time buffer");
+    require(steps, "step count output");
+    require(loop_ns, "loop time output");
+    require(cpu_ns, "CPU time output");
+    const auto n = static_cast<int64_t>(trainer.run_phase_names().size());
+    if (phase_capacity < n)
+      throw std::length_error("phase time buffer of " + std::to_string(phase_capacity) + ", " +
+                              std::to_string(n) + " needed");
+    std::vector<int64_t> totals(n, 0);  // by pb_run_phase_names
+    *steps = *cpu_ns = 0;
+    *loop_ns = trainer.train(epochs, synchronize != 0, max_steps, totals, *steps, *cpu_ns);
+    std::copy(totals.begin(), totals.end(), phase_ns);
+  });
+}
+
+}  // extern "C"

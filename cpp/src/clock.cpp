@@ -1,0 +1,90 @@
+// clock.cpp: the clock around a phase's body (README, "What is measured"), the synchronization it needs on
+// cuda, the page faults read just outside it, and the test-only slow knob that spins inside it.
+#include "trainer.h"
+
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace phasebench {
+
+namespace {
+
+constexpr int kFloorRounds = 2000;  // empty-phase rounds whose median is the timer floor
+
+int64_t cpu_clock_ns(clockid_t clock) {
+  timespec now{};
+  clock_gettime(clock, &now);
+  return int64_t(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
+// Spin, not sleep: a test slowdown must compete for the CPU as real work does.
+void busy_wait(int64_t ns) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+
+}  // namespace
+
+// torch::cuda::synchronize() adds availability and device-count checks to this call.
+void sync(const torch::Device& device) {
+  if (device.is_cuda()) at::detail::getCUDAHooks().deviceSynchronize(device.index());
+}
+
+// On cpu nothing but the body between the two clock reads. The process CPU time is read just outside them.
+Timing timed(const torch::Device& device, const std::function<void()>& body) {
+  if (device.is_cuda()) {
+    sync(device);
+    const int64_t cpu_start = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID),
+                  thread_start = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    const auto start = std::chrono::steady_clock::now();
+    body();
+    sync(device);
+    const auto end = std::chrono::steady_clock::now();
+    return {std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count(),
+            cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu_start,
+            cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID) - thread_start};
+  }
+  const int64_t cpu_start = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID),
+                thread_start = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  const auto start = std::chrono::steady_clock::now();
+  body();
+  const auto end = std::chrono::steady_clock::now();
+  return {std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count(),
+          cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu_start,
+          cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID) - thread_start};
+}
+
+int64_t timer_floor(const torch::Device& device) {
+  const std::function<void()> noop = [] {};
+  std::vector<int64_t> times(kFloorRounds);
+  for (auto& t : times) t = timed(device, noop).ns;
+  std::nth_element(times.begin(), times.begin() + kFloorRounds / 2, times.end());
+  return times[kFloorRounds / 2];
+}
+
+std::pair<int64_t, int64_t> page_faults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return {usage.ru_minflt, usage.ru_majflt};
+}
+
+std::function<void()> SlowKnob::slowed(std::function<void()> body) const {
+  if (fraction > 0) {  // a relative slowdown: as much again as this round's body took, times the fraction
+    return [body = std::move(body), fraction = fraction] {
+      const auto start = std::chrono::steady_clock::now();
+      body();
+      const auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+      busy_wait(static_cast<int64_t>(static_cast<double>(took.count()) * fraction));
+    };
+  }
+  return [body = std::move(body), ns = ns] {
+    body();
+    busy_wait(ns);
+  };
+}
+
+}  // namespace phasebench

@@ -1,0 +1,76 @@
+// sources.cpp: where the trainer's batches come from (README, "Implementations and workloads").
+#include "trainer.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace phasebench {
+
+namespace {
+
+// The idiomatic LibTorch loader (README, "How our trainers differ from pytorch/examples"): Normalize, Stack,
+// sequential batches.
+auto make_loader(const torch::data::datasets::MNIST& mnist, int64_t batch_size) {
+  return torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+      torch::data::datasets::MNIST(mnist)
+          .map(torch::data::transforms::Normalize<>(kMean, kStd))
+          .map(torch::data::transforms::Stack<>()),
+      batch_size);
+}
+using Loader = decltype(make_loader(std::declval<torch::data::datasets::MNIST>(), 1));
+
+// cpp: LibTorch's MNIST, mapped through Normalize and Stack, in a sequential data loader.
+class PublishedSource : public BatchSource {
+ public:
+  PublishedSource(const torch::data::datasets::MNIST& mnist, int64_t batch_size)
+      : loader_(make_loader(mnist, batch_size)) {}
+  void start_epoch() override { batches_.emplace(loader_->begin()); }
+  bool next(Batch& batch) override {
+    if (*batches_ == loader_->end()) return false;
+    batch = **batches_;
+    ++*batches_;
+    return true;
+  }
+
+ private:
+  Loader loader_;
+  std::optional<torch::data::Iterator<Batch>> batches_;
+};
+
+// cpp-batched: the split normalized once with the transform's own operation, each batch a slice of it; on
+// cuda the split lives on the device, so copy_to_device copies nothing.
+class SplitSource : public BatchSource {
+ public:
+  SplitSource(const torch::data::datasets::MNIST& mnist, int64_t batch_size, const torch::Device& device)
+      : images_(torch::data::transforms::Normalize<>(kMean, kStd)(mnist.images()).to(device)),
+        targets_(mnist.targets().to(device)),
+        batch_size_(batch_size) {}
+  void start_epoch() override { next_ = 0; }
+  bool keeps_memory_of(const torch::Tensor& t) const override {
+    return t.is_alias_of(images_) || t.is_alias_of(targets_);
+  }
+  bool next(Batch& batch) override {
+    const int64_t size = images_.size(0);
+    if (next_ >= size) return false;
+    const int64_t end = std::min(next_ + batch_size_, size);
+    batch = Batch(images_.slice(0, next_, end), targets_.slice(0, next_, end));
+    next_ = end;
+    return true;
+  }
+
+ private:
+  torch::Tensor images_, targets_;
+  int64_t batch_size_;
+  int64_t next_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<BatchSource> make_source(const std::string& kind, const torch::data::datasets::MNIST& mnist,
+                                         int64_t batch_size, const torch::Device& device) {
+  if (kind == "published") return std::make_unique<PublishedSource>(mnist, batch_size);
+  if (kind == "batched") return std::make_unique<SplitSource>(mnist, batch_size, device);
+  throw std::invalid_argument("unknown loader '" + kind + "': published or batched");
+}
+
+}  // namespace phasebench
