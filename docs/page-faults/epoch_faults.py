@@ -1,4 +1,7 @@
-"""One free-running epoch of a trainer, called in this process as its worker calls it, with the page faults and
+"""Run at the commits it names (docs/page-faults.md): those trees have the old layout, the bench package; the
+current tree's modules are phasebench.worker.build, phasebench.worker.cpp_lib and phasebench.data.
+
+One free-running epoch of a trainer, called in this process as its worker calls it, with the page faults and
 the time across it: how docs/page-faults.md measured the C++ trainer before and after its fix.
 
     cd TREE && python docs/page-faults/epoch_faults.py cpp|python [MNIST_ROOT]
