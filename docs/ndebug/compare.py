@@ -18,8 +18,8 @@ PHASES = ("data_loading", "copy_to_device", "optimizer_init", "forward", "loss",
 
 def one_process(library: str, rounds: int) -> None:
     sys.path.insert(0, ".")
-    from phasebench.worker import cpp_lib
     from phasebench import data
+    from phasebench.worker import cpp_lib
 
     source = data.resolve("auto", "data")
     trainer = cpp_lib.CppTrainer(cpp_lib.load(library), source.root, log_path="/dev/null")
