@@ -121,10 +121,13 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
 
     benchmark.group = "training_run"
     benchmark.pedantic(one_run, rounds=settings.run_rounds, warmup_rounds=0, iterations=1)  # each round a cold start
-    progress(f"free-running: training {plan}, no phase timers ...")
-    free = train_in_fresh_worker(spawn, settings, synchronize=False, watch=utilization_of, one_shot=one_shot,
-                                 max_steps=max_steps, say=progress, label="free-running", workload=workload)
-    progress(f"free-running: {free['steps']} steps; Total Time {free['program_ns'] / 1e9:.1f} s")
+    # The loop alone, with no phase timers: asked for by --free-running, always checked under --benchmark-disable.
+    free = None
+    if settings.free_running:
+        progress(f"free-running: training {plan}, no phase timers ...")
+        free = train_in_fresh_worker(spawn, settings, synchronize=False, watch=utilization_of, one_shot=one_shot,
+                                     max_steps=max_steps, say=progress, label="free-running", workload=workload)
+        progress(f"free-running: {free['steps']} steps; Total Time {free['program_ns'] / 1e9:.1f} s")
 
     # The phases the run times: each step phase by phase, or where the step is one graph the whole step; and
     # a one-shot phase (graph_capture, compile) once (README, "CUDA graphs and torch.compile").
@@ -143,12 +146,14 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
         assert parts["setup"] < parts["startup"] and parts["program"] == parts["setup"] + parts["loop"], (
             f"the program's time is its set-up (within the worker's start-up) and its loop: {parts}")
         assert parts["startup"] + parts["loop"] + parts["stopping"] <= parts["total"], f"the parts outlast the whole {parts}"
-    assert free["steps"] == steps, f"free-running: {free['steps']} steps, expected {steps}"
-    step_timed = {name: ns for name, ns in free["phase_ns"].items() if ns and name not in ONE_SHOT_PHASES}
-    assert not step_timed, f"free-running, yet phases were timed: {step_timed}"
-    if registered.one_shot:
-        assert free["phase_ns"][registered.one_shot] > 0, f"free-running, {registered.one_shot} was not timed"
-    assert 0 < free["loop_ns"] < free["total_ns"]
+    if free:
+        assert free["steps"] == steps, f"free-running: {free['steps']} steps, expected {steps}"
+        step_timed = {name: ns for name, ns in free["phase_ns"].items() if ns and name not in ONE_SHOT_PHASES}
+        assert not step_timed, f"free-running, yet phases were timed: {step_timed}"
+        if registered.one_shot:
+            assert free["phase_ns"][registered.one_shot] > 0, f"free-running, {registered.one_shot} was not timed"
+        assert 0 < free["loop_ns"] < free["total_ns"]
+    every = runs + ([free] if free else [])
 
     summed_ns = [sum(run["phase_ns"][name] for name in timed_names) for run in runs]
     benchmark.extra_info.update(
@@ -166,24 +171,25 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
         # The timed bodies' own CPU use: process CPU time over their summed wall time.
         phase_cpu_cores=round(statistics.median(run["phase_cpu_ns"] / ns for run, ns in zip(runs, summed_ns)), 3),
         # The loop holds the one-shot phase (graph_capture, compile), timed apart so that it can be taken out.
-        free_running={"total_s": free["program_ns"] / 1e9, "loop_s": free["loop_ns"] / 1e9,
-                      "process_total_s": free["total_ns"] / 1e9, "one_shot": registered.one_shot,
-                      "one_shot_s": free["phase_ns"][registered.one_shot] / 1e9 if registered.one_shot else None},
+        free_running=free and {"total_s": free["program_ns"] / 1e9, "loop_s": free["loop_ns"] / 1e9,
+                               "process_total_s": free["total_ns"] / 1e9, "one_shot": registered.one_shot,
+                               "one_shot_s": free["phase_ns"][registered.one_shot] / 1e9 if registered.one_shot
+                               else None},
         # The worker's peak resident memory, and on cuda the peak allocated device memory, per timed round
         # and in the free-running run (README, "Implementations and workloads").
-        peak_rss_bytes=[run["peak_rss_bytes"] for run in runs] + [free["peak_rss_bytes"]],
-        peak_rss_median_bytes=statistics.median(run["peak_rss_bytes"] for run in runs + [free]),
-        peak_device_bytes=[run["peak_device_bytes"] for run in runs + [free]],
+        peak_rss_bytes=[run["peak_rss_bytes"] for run in every],
+        peak_rss_median_bytes=statistics.median(run["peak_rss_bytes"] for run in every),
+        peak_device_bytes=[run["peak_device_bytes"] for run in every],
         peak_device_median_bytes=(None if device == "cpu"
-                                  else statistics.median(run["peak_device_bytes"] for run in runs + [free])),
+                                  else statistics.median(run["peak_device_bytes"] for run in every)),
         # The worker's page faults across each train request, per timed round and in the free-running run
         # (docs/page-faults.md): a trimmed heap faults its pages back in every step.
-        minor_faults=[run["minor_faults"] for run in runs] + [free["minor_faults"]],
-        major_faults=[run["major_faults"] for run in runs] + [free["major_faults"]],
+        minor_faults=[run["minor_faults"] for run in every],
+        major_faults=[run["major_faults"] for run in every],
         minor_faults_per_step_median=round(statistics.median(run["minor_faults"] / run["steps"] for run in runs), 2),
-        free_running_minor_faults_per_step=round(free["minor_faults"] / free["steps"], 2),
+        free_running_minor_faults_per_step=round(free["minor_faults"] / free["steps"], 2) if free else None,
     )
-    for run in runs + [free]:
+    for run in every:
         assert run["peak_rss_bytes"] > 0, f"peak resident memory {run['peak_rss_bytes']}"
         on_cuda = run["peak_device_bytes"] is not None and run["peak_device_bytes"] > 0
         assert on_cuda == (device != "cpu"), f"peak device memory {run['peak_device_bytes']} on {device}"

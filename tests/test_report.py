@@ -49,20 +49,21 @@ def test_published_table_from_a_complete_result(capsys, tmp_path):
     out, err = run_report(capsys, COMPLETE, "--out", tmp_path)
 
     rows = markdown_rows(section(out, "cpu"), "**Training run on cpu")
-    assert rows[0] == ["index", "Func", "Python(s)", "CPP(s)", "diff(s)", "Time Difference (%)"]
+    assert rows[0] == ["index", "Func", "Python(s)", "CPP(s)", "diff(s)", "Python / CPP"]
     assert [row[1] for row in rows[2:]] == PUBLISHED_ROWS + [
         "Process Total (spawn to exit)", "Worker Start-up", "Program Set-up", "Training Loop", "Worker Exit",
         "Free-running Total Time", "Free-running Training Loop", "Free-running Process Total", "Phase CPU (cores)"]
     assert [row[0] for row in rows[2:]] == [str(i) for i in range(20)]
     by_label = {row[1]: row[2:] for row in rows[2:]}
-    # complete.json: Total Time (the program's, the benchmark's median) 12.5 s vs 5.0 s; (12.5 - 5) / 5 x 100 = 150 %
-    assert by_label["Total Time"] == ["12.5000", "5.0000", "7.5000", "150.00"]
-    assert by_label["Summed Time"] == ["9.1000", "4.1000", "5.0000", "121.95"]
-    assert by_label["Step Count"] == ["938", "938", "0", "0.00"]
-    assert by_label["Data Loading"] == ["4.5000", "0.2800", "4.2200", "1507.14"]
-    assert by_label["Process Total (spawn to exit)"] == ["15.5000", "5.6000", "9.9000", "176.79"]
-    assert by_label["Worker Start-up"] == ["2.5000", "0.5000", "2.0000", "400.00"]
-    assert by_label["Free-running Total Time"] == ["12.0000", "4.8000", "7.2000", "150.00"]
+    # complete.json: Total Time (the program's, the benchmark's median) 12.5 s vs 5.0 s: 2.50× slower, written as the
+    # terminal writes every ratio (the published table's percent, 150 %, is the same figure)
+    assert by_label["Total Time"] == ["12.5000", "5.0000", "7.5000", "2.50× slower"]
+    assert by_label["Summed Time"] == ["9.1000", "4.1000", "5.0000", "2.22× slower"]
+    assert by_label["Step Count"] == ["938", "938", "0", "1.00× the same"]
+    assert by_label["Data Loading"] == ["4.5000", "0.2800", "4.2200", "16.07× slower"]
+    assert by_label["Process Total (spawn to exit)"] == ["15.5000", "5.6000", "9.9000", "2.77× slower"]
+    assert by_label["Worker Start-up"] == ["2.5000", "0.5000", "2.0000", "5.00× slower"]
+    assert by_label["Free-running Total Time"] == ["12.0000", "4.8000", "7.2000", "2.50× slower"]
     assert "not run" not in out
 
     table_path, chart_path = tmp_path / "complete.md", tmp_path / "complete.png"
@@ -76,18 +77,18 @@ def test_per_phase_table_with_spread_and_utilization(capsys, tmp_path):
 
     cuda = markdown_rows(section(out, "cuda"), "**Per phase on cuda")
     assert cuda[0] == ["Phase", "Python median (ms)", "Python net (ms)", "Python IQR (ms)", "CPP median (ms)",
-                       "CPP net (ms)", "CPP IQR (ms)", "diff (ms)", "Time Difference (%)",
+                       "CPP net (ms)", "CPP IQR (ms)", "diff (ms)", "Python / CPP",
                        "Python phase CPU, its thread (cores)", "CPP phase CPU, its thread (cores)",
                        "Python GPU busy in benchmark (%)", "CPP GPU busy in benchmark (%)",
                        "Python worker CPU in benchmark (cores)", "CPP worker CPU in benchmark (cores)"]
     rows = {row[0]: row[1:] for row in cuda[2:]}
-    assert rows["Train Step"] == ["6.0000", "5.9998", "0.9000", "1.0000", "1.0000", "0.1500", "4.9998", "500.00",
+    assert rows["Train Step"] == ["6.0000", "5.9998", "0.9000", "1.0000", "1.0000", "0.1500", "4.9998", "6.00× slower",
                                   "1.00", "1.00", "31", "52", "1.00", "1.00"]
     # Bodies too short for the process clock: no all-threads column where no case recorded one.
     assert "Python phase CPU, all threads (cores)" not in cuda[0]
     # The difference is taken on the net medians: loss 0.030 - 0.0002 ms against 0.015 - 0.00003 ms.
-    assert rows["Loss Calculation"][6:8] == ["0.0148", "99.06"]  # raw medians: 100.00
-    assert "diff and Time Difference compare the net medians." in section(out, "cuda")
+    assert rows["Loss Calculation"][6:8] == ["0.0148", "1.99× slower"]  # raw medians: 2.00×
+    assert "diff and Python / CPP compare the net medians." in section(out, "cuda")
     # Nobody samples a GPU on cpu: no GPU columns there, the worker's CPU only.
     cpu_header = markdown_rows(section(out, "cpu"), "**Per phase on cpu")[0]
     assert "Python GPU busy in benchmark (%)" not in cpu_header and "CPP worker CPU in benchmark (cores)" in cpu_header
@@ -106,7 +107,7 @@ def test_missing_cases_are_shown_not_crashed_on(capsys, tmp_path):
     assert "Measured by method 1 (phasebench/results.py): its Total Time is the process's, spawn to exit." in cpu
     assert "CPP: not run, no training_run in this result." in cpu
     phase_rows = markdown_rows(cpu, "**Per phase on cpu")
-    assert phase_rows[0][-1] == "Time Difference (%)"  # no utilization recorded, no columns for it
+    assert phase_rows[0][-1] == "Python / CPP"  # no utilization recorded, no columns for it
     assert phase_rows[2][:5] == ["Data Loading", "4.8000", "—", "0.7200", "not run"]
     assert "CPP: not run, no per-phase benchmarks in this result." in cpu
     assert section(out, "cuda").strip() == "cuda: not run (no usable GPU: torch.cuda.is_available() is False)."
@@ -119,7 +120,8 @@ def test_csv(capsys, tmp_path):
     assert [(block[0][0], block[1][0], block[0][1]) for block in blocks] == [
         ("device", "cpu", "index"), ("device", "cpu", "Phase"), ("device", "cuda", "index"), ("device", "cuda", "Phase")]
     run = {row[2]: row for row in blocks[0][1:]}
-    assert [float(value) for value in run["Total Time"][3:]] == pytest.approx([12.5, 5.0, 7.5, 150.0])
+    assert [float(value) for value in run["Total Time"][3:6]] == pytest.approx([12.5, 5.0, 7.5])
+    assert run["Total Time"][6] == "2.50× slower"
     assert (tmp_path / "complete.csv").read_text() + "\n" == out
 
     out, err = run_report(capsys, MISSING, "--format", "csv", "--out", tmp_path)
@@ -228,8 +230,9 @@ def test_workload_chart(tmp_path):
     assert cli.main([str(path), "--out", str(tmp_path)]) == 0
     chart = tmp_path / "variants-workloads.png"
     assert chart.read_bytes().startswith(b"\x89PNG") and chart.stat().st_size > 20_000
-    # A result of the published pair on the published workload alone has one point per line: still drawn.
-    assert charts.scaling_chart(tmp_path / "complete-workloads.png", json.loads(COMPLETE.read_text()), "t")
+    # A result of the published workload alone has one point per line: nothing to compare, no chart.
+    assert not charts.scaling_chart(tmp_path / "complete-workloads.png", json.loads(COMPLETE.read_text()), "t")
+    assert not (tmp_path / "complete-workloads.png").exists()
 
 
 # -- the answer at a glance (pytest's terminal summary, phasebench/plugin/__init__.py) -------------------------------------------
@@ -243,8 +246,8 @@ def answer_rows(sections, title: str) -> dict[str, list[str]]:
 
 def test_direction_in_words():
     assert findings.direction(2.414) == "2.41× slower"
-    assert findings.direction(0.96) == "0.96× — faster"
-    assert findings.direction(0.9991) == "1.00× — the same"
+    assert findings.direction(0.96) == "0.96× faster"
+    assert findings.direction(0.9991) == "1.00× the same"
 
 
 def test_the_answer_per_device_with_every_ratio_and_its_direction():
@@ -258,7 +261,7 @@ def test_the_answer_per_device_with_every_ratio_and_its_direction():
     cpu = answer_rows(sections, "phasebench: the answer on cpu")
     assert cpu["phase: median per call"] == ["python (ms)", "cpp (ms)", "python / cpp"]
     assert cpu["data_loading"] == ["4.8000", "0.3000", "16.00× slower"]
-    assert cpu["forward"] == ["2.8000", "3.5000", "0.80× — faster"]
+    assert cpu["forward"] == ["2.8000", "3.5000", "0.80× faster"]
     assert set(cpu) >= {phase.name for phase in PHASES}
     # The training run's published rows, in seconds, the same way.
     assert cpu["Total Time"] == ["12.5000", "5.0000", "2.50× slower"]
@@ -267,23 +270,44 @@ def test_the_answer_per_device_with_every_ratio_and_its_direction():
     assert cpu["Process Total (spawn to exit)"] == ["15.5000", "5.6000", "2.77× slower"]
     # On cpu a note says why copy_to_device's per-call and in-run ratios differ; on cuda the copy is real.
     lines = dict(sections)
-    assert findings.COPY_ON_CPU_NOTE in lines["phasebench: the answer on cpu"]
-    assert findings.COPY_ON_CPU_NOTE not in lines["phasebench: the answer on cuda"]
+    assert findings.COPY_ON_CPU_NOTE_LINES[0] in lines["phasebench: the answer on cpu"]
+    assert findings.COPY_ON_CPU_NOTE_LINES[0] not in lines["phasebench: the answer on cuda"]
+    # The verdict comes first: the Total Time ratio and the phase that makes most of the gap, with its share.
+    assert " ".join(line.strip() for line in lines["phasebench: the answer on cpu"][:2]) == (
+        "Verdict: python's Total Time is 2.50× slower than cpp's (12.50 against 5.00 s; 1 epoch(s), median of 3); "
+        "data_loading makes 4.22 s of the 7.50 s gap (56%).")
 
 
-def test_the_answer_has_a_column_per_implementation_and_a_ratio_per_reference():
+def test_the_answer_has_one_row_per_other_implementation_within_100_columns():
+    """Beside the published pair, every other implementation is one row with its ratio to its reference, so that an
+    --impl all run stays readable in a terminal."""
+    from phasebench import registry
+
     result = json.loads(COMPLETE.read_text())
-    variant = [json.loads(json.dumps(bench)) for bench in result["benchmarks"]
-               if bench["extra_info"]["implementation"] == "python" and bench["extra_info"]["phase"] != "training_run"]
-    for bench in variant:  # python-tensor, compared with cpp, twice as fast as python
-        bench["extra_info"].update(implementation="python-tensor", reference="cpp")
-        bench["stats"]["median"] /= 2
-    sections = report.answer(result["benchmarks"] + variant)
+    variants = []
+    for impl in registry.NAMES:
+        if impl in ("python", "cpp"):
+            continue
+        for bench in result["benchmarks"]:
+            if bench["extra_info"]["implementation"] == "python":  # each variant twice as fast as python
+                copy = json.loads(json.dumps(bench))
+                copy["extra_info"].update(implementation=impl, reference=registry.get(impl).reference)
+                copy["stats"]["median"] /= 2
+                variants.append(copy)
+    sections = report.answer(result["benchmarks"] + variants)
+    lines = dict(sections)["phasebench: the answer on cpu"]
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
     cpu = answer_rows(sections, "phasebench: the answer on cpu")
-    assert cpu["phase: median per call"] == ["python (ms)", "cpp (ms)", "python-tensor (ms)", "python / cpp",
-                                             "python-tensor / cpp"]
-    assert cpu["data_loading"] == ["4.8000", "0.3000", "2.4000", "16.00× slower", "8.00× slower"]
-    assert cpu["Total Time"] == ["12.5000", "5.0000", "not run", "2.50× slower", "—"]
+    assert cpu["phase: median per call"] == ["python (ms)", "cpp (ms)", "python / cpp"]
+    assert cpu["data_loading"] == ["4.8000", "0.3000", "16.00× slower"]
+    assert cpu["implementation"] == ["against", "data_loading", "train_step", "Total Time"]
+    # python-tensor is compared with cpp: half of python's data_loading, 4.8 / 2 / 0.3 = 8×
+    step = {bench["extra_info"]["implementation"]: bench["stats"]["median"] for bench in result["benchmarks"]
+            if (bench["extra_info"]["phase"], bench["extra_info"]["device"]) == ("train_step", "cpu")}
+    assert cpu["python-tensor"] == ["cpp", "8.00× slower", findings.direction(step["python"] / 2 / step["cpp"]),
+                                    "1.25× slower"]
+    assert cpu["python-foreach"] == ["python", "0.50× faster", "0.50× faster", "0.50× faster"]
+    assert sum(line.split("  ")[0] in registry.NAMES for line in lines) == len(registry.NAMES) - 2
 
 
 def test_chart_shows_every_direction_names_what_was_not_measured_and_leaves_out_a_device_that_did_not_run(tmp_path):

@@ -18,7 +18,7 @@ import pytest
 
 from phasebench import data, gate, registry, utilization
 from phasebench.plugin import machine
-from phasebench.plugin.cases import RUN_ORDER  # noqa: F401  (the cases read it from here)
+from phasebench.plugin.cases import RUN_ORDER, SELECTIONS, chosen_selections, left_out_line  # noqa: F401
 from phasebench.registry import DEVICES
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload, parse_sizes, workloads
@@ -49,6 +49,7 @@ REFUSED_BENCHMARK_OPTIONS = {
 }
 # test_concurrent_jobs' N per device when --jobs is not given: on cpu the jobs share the intra-op threads.
 DEFAULT_JOBS = {"cpu": (1, 2), "cuda": (1, 2, 4)}
+DEFAULT_MODELS = (1, 4, 16)  # test_ensemble's M when --models is not given
 
 
 @dataclass
@@ -71,7 +72,12 @@ class Settings:
     utilization: utilization.Monitor | None = None  # GPU/CPU samplers (phasebench/utilization.py)
     slow: gate.SlowPhase | None = None  # the test-only PHASEBENCH_TEST_SLOW_PHASE knob
     jobs: dict[str, tuple[int, ...]] = field(default_factory=lambda: dict(DEFAULT_JOBS))  # per device (--jobs)
-    models: tuple[int, ...] = (1, 4, 16)  # test_ensemble's M (--models)
+    models: tuple[int, ...] = DEFAULT_MODELS  # test_ensemble's M (--models)
+    extras: frozenset[str] = frozenset(SELECTIONS)  # the selections this run includes (--extra; all when checking)
+
+    @property
+    def free_running(self) -> bool:
+        return "free-running" in self.extras
 
     def worker_options(self, device: str, log_path: str, impl: str, workload: Workload = DEFAULT_WORKLOAD) -> dict:
         """What a worker of `impl` on `device` trains: its implementation's pipeline on this workload."""
@@ -109,13 +115,21 @@ def pytest_addoption(parser):
                     help="seconds a worker may take to answer one request before it is killed (default: 300)")
     group.addoption("--epochs", type=int, default=1,
                     help="epochs of each training_run (default: 1; 10 is the published run)")
-    group.addoption("--run-rounds", type=int, default=3,
-                    help="rounds of each training_run, each a fresh worker process (default: 3)")
+    group.addoption("--run-rounds", type=int, default=1,
+                    help="rounds of each training_run, each a fresh worker process (default: 1; the published figures "
+                         "take 3)")
+    group.addoption("--free-running", action="store_true",
+                    help="also train each training_run once with no phase timers (the loop alone)")
     group.addoption("--jobs", default=None,
-                    help="test_concurrent_jobs: how many jobs share the device, comma-separated (default: 1,2 on cpu, "
-                         "the intra-op threads split between them; 1,2,4 on cuda)")
-    group.addoption("--models", default="1,4,16",
-                    help="test_ensemble: how many models train together, comma-separated (default: 1,4,16)")
+                    help="run test_concurrent_jobs: how many jobs share the device, comma-separated (--extra jobs: 1,2 "
+                         "on cpu, the intra-op threads split between them; 1,2,4 on cuda)")
+    group.addoption("--models", default=None,
+                    help="run test_ensemble: how many models train together, comma-separated (--extra ensembles: "
+                         "1,4,16)")
+    group.addoption("--extra", default=None,
+                    help=f"benchmarks the default run leaves out, comma-separated, or all: {', '.join(SELECTIONS)} "
+                         f"(docs/options.md#what-the-default-run-leaves-out); the test command (--benchmark-disable) "
+                         f"checks them all")
     group.addoption("--no-utilization", action="store_true",
                     help="do not sample GPU and worker CPU utilization (extra_info gpu and cpu are null)")
 
@@ -211,7 +225,8 @@ def pytest_configure(config):
         batch_sizes = parse_sizes(config.getoption("batch_size"), "--batch-size")
         jobs = config.getoption("jobs")
         jobs = dict.fromkeys(DEVICES, parse_sizes(jobs, "--jobs")) if jobs else dict(DEFAULT_JOBS)
-        models = parse_sizes(config.getoption("models"), "--models")
+        models = parse_sizes(config.getoption("models") or ",".join(map(str, DEFAULT_MODELS)), "--models")
+        extras = chosen_selections(config)
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
     devices = _choices(config, "device", DEVICES)
@@ -253,7 +268,7 @@ def pytest_configure(config):
         round_timeout=config.getoption("round_timeout"),
         epochs=config.getoption("epochs"), run_rounds=config.getoption("run_rounds"),
         processes=config.getoption("processes"), source=source, cuda_reason=cuda_reason, slow=slow,
-        jobs=jobs, models=models,
+        jobs=jobs, models=models, extras=extras,
     )
     config.phasebench.machine = machine.machine_info(config.phasebench, probed)
     config.phasebench.utilization = utilization.Monitor(
@@ -345,6 +360,9 @@ def _write_answer(terminalreporter, config) -> None:
     if settings.source is not None and settings.source.name == "synthetic" and benchmarks:
         terminalreporter.write_line(f"phasebench: WARNING: {data.SYNTHETIC_WARNING} ({settings.source.raw_dir})",
                                     yellow=True, bold=True)
+    left_out = left_out_line(settings.extras) if benchmarks else None
+    if left_out:
+        terminalreporter.write_line(left_out)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -9,6 +9,43 @@ from phasebench import registry
 from phasebench.registry import DEVICES
 
 RUN_ORDER = pytest.StashKey[int]()  # a test_phase case's place among the implementations of its phase
+# What a benchmark run leaves out unless asked for: the default run answers the published table (the per-phase cases
+# and one timed training run per implementation and device) and nothing more. name: (the test it selects, what it
+# is, how to ask for it). The test command (--benchmark-disable) checks every one of them.
+SELECTIONS = {
+    "jobs": ("test_concurrent_jobs", "concurrent jobs", "--jobs 1,2"),
+    "ensembles": ("test_ensemble", "ensembles", "--models 1,4,16"),
+    "free-running": (None, "the free-running training run", "--free-running"),
+    "worker-overhead": ("test_worker_overhead", "the worker's messaging overhead", "--extra worker-overhead"),
+    "loss-item": ("test_loss_item", "loss.item() per step", "--extra loss-item"),
+}
+
+
+def chosen_selections(config) -> frozenset[str]:
+    """The selections this run includes: --extra's, those their own options ask for, and all of them when the
+    benchmarks are disabled (the test command runs every case once as a check). A ValueError names the valid ones."""
+    if config.getoption("benchmark_disable", False):
+        return frozenset(SELECTIONS)
+    text = config.getoption("extra") or ""
+    chosen = {part.strip() for part in text.split(",") if part.strip()}
+    if chosen == {"all"}:
+        return frozenset(SELECTIONS)
+    bad = chosen - set(SELECTIONS)
+    if bad:
+        raise ValueError(f"--extra {text!r}: valid values are {', '.join(SELECTIONS)} (comma-separated), or all")
+    for name, option in (("jobs", "jobs"), ("ensembles", "models"), ("free-running", "free_running")):
+        if config.getoption(option):
+            chosen.add(name)
+    return frozenset(chosen)
+
+
+def left_out_line(extras: frozenset[str]) -> str | None:
+    """One line saying what this benchmark run left out and how to ask for it; None when it left out nothing."""
+    missing = [f"{what} ({how})" for name, (_, what, how) in SELECTIONS.items() if name not in extras]
+    if not missing:
+        return None
+    return (f"phasebench: this run left out {', '.join(missing)}; --extra all runs them all "
+            f"(docs/options.md#what-the-default-run-leaves-out)")
 
 
 def pytest_generate_tests(metafunc):
@@ -48,14 +85,17 @@ def pytest_generate_tests(metafunc):
 
 def pytest_collection_modifyitems(config, items):
     """What an explicit choice excludes is deselected, not skipped (README, "Options"): the cases of devices
-    --device leaves out, and under --benchmark-only the tests that are not benchmarks. cuda cases of the default
+    --device leaves out, the selections a benchmark run was not asked for (SELECTIONS), and under
+    --benchmark-only the tests that are not benchmarks. cuda cases of the default
     devices stay, and skip with their reason where no GPU is usable."""
     settings = config.phasebench
     only_benchmarks = config.getoption("benchmark_only", False)
+    left_out = {test for name, (test, _, _) in SELECTIONS.items() if test and name not in settings.extras}
     kept, deselected = [], []
     for item in items:
         params = getattr(item, "callspec", None) and item.callspec.params or {}
-        excluded = params.get("device", settings.devices[0]) not in settings.devices
+        excluded = params.get("device", settings.devices[0]) not in settings.devices \
+            or getattr(item, "originalname", None) in left_out
         not_a_benchmark = only_benchmarks and "benchmark" not in getattr(item, "fixturenames", ())
         (deselected if excluded or not_a_benchmark else kept).append(item)
     if deselected:

@@ -111,3 +111,12 @@ def net_median(stats: dict, bench: dict) -> float | None:
     """The median less its worker's timer floor (seconds), or None where no floor was recorded."""
     floor = (bench.get("extra_info") or {}).get("timer_floor_s")
     return None if floor is None else stats["median"] - floor
+
+
+def direction(ratio: float) -> str:
+    """A time over its reference's, the one way the suite writes a ratio (terminal, report, charts, README): 2.41×
+    slower, 0.96× faster, 1.00× the same (to the hundredth)."""
+    text = f"{ratio:.2f}×"
+    if text == "1.00×":
+        return f"{text} the same"
+    return f"{text} slower" if ratio > 1 else f"{text} faster"

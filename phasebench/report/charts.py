@@ -57,8 +57,7 @@ def _bar_panel(axis, labels: list[str], values: dict[str, dict[int, float]], spr
     for i in range(len(labels)):
         if i in python and i in cpp and python[i] and cpp[i]:
             ratio = python[i] / cpp[i]
-            text, color = direction(ratio).replace(" — ", "\n"), "black" if ratio >= 1 else "#1a7f37"
-            text = text.replace(" slower", "\nslower")
+            text, color = direction(ratio).replace("× ", "×\n"), "black" if ratio >= 1 else "#1a7f37"
         else:
             missing = [CHART_NAMES[impl] for impl in IMPLEMENTATIONS if i not in values[impl]]
             text, color = f"{' and '.join(missing)}:\nnot measured", "grey"
@@ -141,7 +140,8 @@ def chart(path: Path, result: dict, title: str) -> dict:
 
 def scaling_chart(path: Path, result: dict, title: str) -> bool:
     """train_step: each implementation's median over its reference's against the Net's width, one line per
-    (pair, batch size), one panel per device; False (and no file) when the result has no such pair."""
+    (pair, batch size), one panel per device; False (and no file) when the result has no such pair, or no line
+    with two widths to join (a chart with nothing to compare)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -157,6 +157,7 @@ def scaling_chart(path: Path, result: dict, title: str) -> bool:
                 if a is not None and b:
                     workload = workload_of_id(workload_id)
                     lines.setdefault((impl, reference, workload.batch_size), []).append((workload.width, a / b))
+        lines = {key: points for key, points in lines.items() if len({width for width, _ in points}) > 1}
         if lines:
             panels[device] = lines
     if not panels:

@@ -5,11 +5,15 @@ from a run of more than the published pair.
 
 from __future__ import annotations
 
+import textwrap
+
+from phasebench import registry
 from phasebench.report.cases import (
     NOT_RUN,
     PHASES,
     RUN_PHASES,
     devices_of,
+    direction,
     impls_of,
     median_ms,
     phase_total,
@@ -19,15 +23,6 @@ from phasebench.report.cases import (
 from phasebench.results import case_key, ratio_pairs
 
 # --- the answer at a glance: pytest's terminal summary (phasebench/plugin/__init__.py) and the report ------------
-
-def direction(ratio: float) -> str:
-    """A ratio to the reference with its direction in words: 2.41× slower, 0.96× — faster, 1.00× — the same (to
-    the hundredth)."""
-    text = f"{ratio:.2f}×"
-    if text == "1.00×":
-        return f"{text} — the same"
-    return f"{text} slower" if ratio > 1 else f"{text} — faster"
-
 
 def _ratio_cells(values: dict[str, float | None], pairs: list[tuple[str, str]]) -> list[str]:
     return [direction(values[impl] / values[reference]) if values.get(impl) and values.get(reference) else "—"
@@ -43,50 +38,135 @@ def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
 
 # Why copy_to_device's per-call ratio and its in-run ratio need not agree on cpu (its product's `resident` check
 # proves that nothing is copied there).
-COPY_ON_CPU_NOTE = ("copy_to_device on cpu copies nothing: .to('cpu') returns the batch itself in both languages, so "
-                    "per call it times each language's call overhead (microseconds); in the training run its clock also "
-                    "holds freeing the previous step's batch, as the published program's did, so the two ratios differ.")
+COPY_ON_CPU_NOTE_LINES = (
+    "copy_to_device on cpu copies nothing: .to('cpu') returns the batch itself in both languages, so per",
+    "call it times each language's call overhead (microseconds); in the training run its clock also holds",
+    "freeing the previous step's batch, as the published program's did, so the two ratios differ.")
+COPY_ON_CPU_NOTE = " ".join(COPY_ON_CPU_NOTE_LINES)
+
+
+PAIR = ("python", "cpp")  # the published pair, compared with each other
+# The ratios the every-implementation rows show: a phase per call, and the training run's Total Time.
+RATIO_COLUMNS = (("data_loading", "data_loading"), ("train_step", "train_step"), ("training_run", "Total Time"))
+
+
+def _run_shape(info: dict) -> str:
+    rounds = info.get("rounds")
+    return (f"{info.get('epochs')} epoch(s), one run (no spread)" if rounds == 1
+            else f"{info.get('epochs')} epoch(s), median of {rounds}")
+
+
+def headline_pair(present: list[str]) -> tuple[str, str] | None:
+    """The pair the answer leads with: the published pair where both ran, else the first implementation whose
+    reference ran (a GPU run of python-graphs against cpp-graphs, say)."""
+    if all(impl in present for impl in PAIR):
+        return PAIR
+    pairs = ratio_pairs(present)
+    return pairs[0] if pairs else None
+
+
+def verdict(cases: dict, device: str, workload_id: str, pair: tuple[str, str]) -> str | None:
+    """One line first: the pair's Total Time ratio and the phase that makes most of the gap, with its share; from
+    the per-call medians where no training run is in the result."""
+    a, b = pair
+    runs = {impl: cases.get(("training_run", impl, device, workload_id)) for impl in pair}
+    if all(runs.values()):
+        totals = {impl: bench["stats"]["median"] for impl, bench in runs.items()}
+        gap = totals[a] - totals[b]
+        parts = {phase.name: (phase_total(runs[a]["extra_info"], phase.name) or 0.0)
+                 - (phase_total(runs[b]["extra_info"], phase.name) or 0.0) for phase in RUN_PHASES}
+        line = (f"Verdict: {a}'s Total Time is {direction(totals[a] / totals[b])} than {b}'s "
+                f"({totals[a]:.2f} against {totals[b]:.2f} s; {_run_shape(runs[a]['extra_info'])})")
+        name, most = max(parts.items(), key=lambda item: item[1])
+        if gap > 0 and most > 0:
+            line += f"; {name} makes {most:.2f} s of the {gap:.2f} s gap ({most / gap:.0%})"
+        return line + "."
+    medians = {phase.name: [median_ms(cases, phase.name, impl, device, workload_id) for impl in pair]
+               for phase in PHASES if phase.name != "train_step"}
+    gaps = {name: x - y for name, (x, y) in medians.items() if x is not None and y is not None}
+    step = [median_ms(cases, "train_step", impl, device, workload_id) for impl in pair]
+    if None in step or not step[1]:
+        return None
+    line = f"Verdict: {a}'s train_step is {direction(step[0] / step[1])} than {b}'s per call (no training run here)"
+    gap = sum(gaps.values())
+    if gaps and gap > 0:
+        name, most = max(gaps.items(), key=lambda item: item[1])
+        if most > 0:
+            line += f"; {name} makes {most:.3f} ms of the phases' {gap:.3f} ms gap ({most / gap:.0%})"
+    return line + "."
+
+
+def _every_implementation(cases: dict, device: str, workload_id: str, present: list[str],
+                          shown: tuple[str, ...]) -> list[str]:
+    """One row per implementation beyond the pair `shown`: its ratio to its reference per column."""
+    def value(impl: str, column: str):
+        if column == "training_run":
+            bench = cases.get(("training_run", impl, device, workload_id))
+            return bench["stats"]["median"] if bench else None
+        return median_ms(cases, column, impl, device, workload_id)
+
+    rows = []
+    for impl in present:
+        reference = registry.get(impl).reference if impl in registry.BY_NAME else None
+        if impl in shown or not reference or reference not in present:
+            continue
+        cells = []
+        for column, _ in RATIO_COLUMNS:
+            a, b = value(impl, column), value(reference, column)
+            cells.append(direction(a / b) if a is not None and b else "—")
+        rows.append([impl, reference] + cells)
+    if not rows:
+        return []
+    return _aligned(["implementation", "against"] + [label for _, label in RATIO_COLUMNS], rows)
 
 
 def answer(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
-    """The answer at a glance, per device and workload: (title, lines). Per phase, each implementation's median
-    per call and its ratio to its reference with the direction in words; then the training run's published rows
-    (Total Time, Summed Time, each phase's total, Step In Run where a step is replayed whole) the same way. Generic over implementations: a column per
-    implementation present, a ratio column per implementation whose reference is present."""
+    """The answer at a glance, per device and workload: (title, lines). First the verdict; then the published pair
+    (or, where it did not run, the first implementation and its reference) per phase (each median per call and python / cpp) and its training run's published rows (Total Time, Summed
+    Time, each phase's total, Step In Run where a step is replayed whole); then one row per other implementation with
+    its ratio to its reference. Every line fits in 100 columns, whatever the number of implementations."""
     cases = {key: bench for bench in benchmarks if (key := case_key(bench))}
     sections = []
     for device in devices_of(cases):
         for workload_id in workloads_of(cases, device):
             present = [impl for impl in impls_of(cases) if any(key[1:] == (impl, device, workload_id) for key in cases)]
-            pairs = ratio_pairs(present)
-            header = [f"{impl} (ms)" for impl in present] + [f"{impl} / {reference}" for impl, reference in pairs]
+            headline = headline_pair(present)
+            pair = list(headline) if headline else [impl for impl in PAIR if impl in present]
+            pairs = [headline] if headline else []
+            ratio_header = [f"{impl} / {reference}" for impl, reference in pairs]
             lines, rows = [], []
+            first = verdict(cases, device, workload_id, headline) if headline else None
+            if first:
+                lines += textwrap.wrap(first, 100, subsequent_indent="  ") + [""]
             for phase in PHASES:
-                medians = {impl: median_ms(cases, phase.name, impl, device, workload_id) for impl in present}
+                medians = {impl: median_ms(cases, phase.name, impl, device, workload_id) for impl in pair}
                 if any(value is not None for value in medians.values()):
                     rows.append([phase.name] + [NOT_RUN if value is None else f"{value:.4f}" for value in medians.values()]
                                 + _ratio_cells(medians, pairs))
             if rows:
-                lines += _aligned(["phase: median per call"] + header, rows)
-            runs = {impl: cases[key]["extra_info"] | {"total": cases[key]["stats"]["median"]} for impl in present
+                lines += _aligned(["phase: median per call"] + [f"{impl} (ms)" for impl in pair] + ratio_header, rows)
+            runs = {impl: cases[key]["extra_info"] | {"total": cases[key]["stats"]["median"]} for impl in pair
                     if (key := ("training_run", impl, device, workload_id)) in cases}
             if runs:
-                shapes = sorted({(info.get("epochs"), info.get("rounds")) for info in runs.values()})
-                title = "training run: " + "; ".join(f"{epochs} epoch(s), median of {rounds}" for epochs, rounds in shapes)
+                shapes = sorted({_run_shape(info) for info in runs.values()})
                 run_rows = [("Total Time", lambda info: info["total"]),
                             ("Summed Time", lambda info: info.get("summed_median_s"))]
                 run_rows += [(phase.label, lambda info, name=phase.name: phase_total(info, name)) for phase in RUN_PHASES]
                 run_rows.append(("Process Total (spawn to exit)", lambda info: info.get("total_median_s")))
                 rows = []
                 for label, read in run_rows:
-                    values = {impl: read(runs[impl]) if impl in runs else None for impl in present}
+                    values = {impl: read(runs[impl]) if impl in runs else None for impl in pair}
                     if any(value is not None for value in values.values()):
                         rows.append([label] + [NOT_RUN if value is None else f"{value:.4f}" for value in values.values()]
                                     + _ratio_cells(values, pairs))
                 lines += ([""] if lines else []) + _aligned(
-                    [title] + [f"{impl} (s)" for impl in present] + header[len(present):], rows)
+                    ["training run: " + "; ".join(shapes)] + [f"{impl} (s)" for impl in pair] + ratio_header, rows)
+            others = _every_implementation(cases, device, workload_id, present, tuple(pair))
+            if others:
+                lines += ([""] if lines else []) + ["Every other implementation against its reference (per call; "
+                                                    "the training run's Total Time):"] + others
             if lines and device == "cpu" and any(key[0] == "copy_to_device" and key[2] == device for key in cases):
-                lines += ["", COPY_ON_CPU_NOTE]
+                lines += ["", *COPY_ON_CPU_NOTE_LINES]
             if lines:
                 where = f"{device}, {workload_of_id(workload_id).label}" if workload_id else device
                 sections.append((f"phasebench: the answer on {where}", lines))

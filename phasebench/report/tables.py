@@ -20,6 +20,7 @@ from phasebench.report.cases import (
     RUN_PHASES,
     UTILIZATION_COLUMNS,
     cases_of,
+    direction,
     impls_of,
     median_ms,
     net_median,
@@ -43,16 +44,17 @@ class Table:
 # --- the published table's shape ---------------------------------------------------------------
 
 def difference(python: float | None, cpp: float | None) -> list:
-    """Python - CPP, and (Python - CPP) / CPP x 100 as the published table computes it."""
+    """Python - CPP, and Python / CPP written as every ratio of the suite is (findings.direction: "2.41× slower"),
+    where the published table gave (Python - CPP) / CPP in percent."""
     if python is None or cpp is None:
         return [None, None]
-    return [python - cpp, (python - cpp) / cpp * 100 if cpp else None]
+    return [python - cpp, direction(python / cpp) if cpp else None]
 
 
 def run_table(cases: dict, device: str, method: int = METHOD_VERSION) -> Table:
     runs = {impl: cases[key] for impl in IMPLEMENTATIONS if (key := ("training_run", impl, device)) in cases}
     table = Table(f"Training run on {device}", [("index", ""), ("Func", ""), ("Python(s)", ".4f"), ("CPP(s)", ".4f"),
-                                                 ("diff(s)", ".4f"), ("Time Difference (%)", ".2f")])
+                                                 ("diff(s)", ".4f"), ("Python / CPP", "")])
     table.notes = [f"{COLUMN_NAMES[impl]}: {NOT_RUN}, no training_run in this result" for impl in IMPLEMENTATIONS
                    if impl not in runs]
     if not runs:
@@ -81,9 +83,10 @@ def run_table(cases: dict, device: str, method: int = METHOD_VERSION) -> Table:
               line("Program Set-up", lambda info: info.get("setup_median_s")),
               line("Training Loop", lambda info: info.get("loop_median_s")),
               line("Worker Exit", lambda info: info.get("stopping_median_s")),
-              line("Free-running Total Time", lambda info: info["free_running"]["total_s"]),
-              line("Free-running Training Loop", lambda info: info["free_running"]["loop_s"]),
-              line("Free-running Process Total", lambda info: info["free_running"].get("process_total_s")),
+              line("Free-running Total Time", lambda info: (info.get("free_running") or {}).get("total_s")),
+              line("Free-running Training Loop", lambda info: (info.get("free_running") or {}).get("loop_s")),
+              line("Free-running Process Total",
+                   lambda info: (info.get("free_running") or {}).get("process_total_s")),
               line("Phase CPU (cores)", lambda info: info.get("phase_cpu_cores"))]
     recorded = [(label, values) for label, values in lines if any(value is not None for value in values.values())]
     for index, (label, values) in enumerate(recorded):
@@ -106,7 +109,7 @@ def phase_table(cases: dict, device: str) -> Table:
     for impl in IMPLEMENTATIONS:
         table.columns += [(f"{COLUMN_NAMES[impl]} median (ms)", ".4f"), (f"{COLUMN_NAMES[impl]} net (ms)", ".4f"),
                           (f"{COLUMN_NAMES[impl]} IQR (ms)", ".4f")]
-    table.columns += [("diff (ms)", ".4f"), ("Time Difference (%)", ".2f")]
+    table.columns += [("diff (ms)", ".4f"), ("Python / CPP", "")]
     # Utilization columns only where some benchmark recorded them: nobody watches a GPU on cpu.
     benches = [cases[phase, impl, device] for phase, impl in stats]
     kinds = [(kind, header, spec) for kind, header, spec in UTILIZATION_COLUMNS
@@ -129,8 +132,8 @@ def phase_table(cases: dict, device: str) -> Table:
         row += difference(compared.get("python"), compared.get("cpp"))
         row += [utilization(cases.get((phase.name, impl, device)), kind) for kind, _, _ in kinds for impl in IMPLEMENTATIONS]
         table.rows.append(row)
-    table.notes.append("diff and Time Difference compare the net medians" if not raw_differences
-                       else "diff and Time Difference compare raw medians where no timer floor was recorded")
+    table.notes.append("diff and Python / CPP compare the net medians" if not raw_differences
+                       else "diff and Python / CPP compare raw medians where no timer floor was recorded")
     if any(kind == "gpu" for kind, _, _ in kinds):
         table.notes.append("GPU busy covers the whole benchmark, warm-up, preparation and messaging included; "
                            "the driver samples it every 1/6 s to 1 s, too coarsely for a phase of microseconds")
