@@ -1,6 +1,6 @@
-"""phasebench's fixtures: the settings, the C++ library, and the workers (README, "How it is built").
+"""phasebench's fixtures: the settings, the C++ library, and the workers (docs/architecture.md#the-c-abi-and-the-build).
 
-The options and hooks live in phasebench/plugin/__init__.py, installed as a pytest plugin (README, "Options"); a
+The options and hooks live in phasebench/plugin/__init__.py, installed as a pytest plugin (docs/options.md#options); a
 checkout that was not installed loads it from here.
 """
 
@@ -30,10 +30,20 @@ def settings(pytestconfig):
 
 
 @pytest.fixture(scope="session")
-def cpp_library() -> str:
-    """The built C++ library; the cpp cases skip when no C++ toolchain is installed."""
+def cpp_library(pytestconfig) -> str:
+    """The built C++ library; the cpp cases skip when no C++ toolchain is installed. A build says so on the
+    terminal while it runs, not only after."""
+    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+
+    def announce(line: str) -> None:
+        if capture is None:  # -p no:capture
+            pytestconfig.get_terminal_writer().line(line)
+            return
+        with capture.global_and_fixture_disabled():
+            pytestconfig.get_terminal_writer().line(line)
+
     try:
-        return str(build.library_path())
+        return str(build.library_path(announce=announce))
     except build.BuildUnavailable as error:
         pytest.skip(str(error))
 
@@ -121,7 +131,7 @@ def utilization_of(benchmark, settings):
 @pytest.fixture
 def progress(request):
     """progress(text): a line on the terminal now, while the test runs (output capture set aside for it), for
-    what takes long (the training run: README, "The published table, redone"). Written from pytest, never from
+    what takes long (the training run: docs/results.md#the-published-table-redone). Written from pytest, never from
     a worker: nothing inside a clock."""
     config = request.config
     reporter = config.pluginmanager.get_plugin("terminalreporter")

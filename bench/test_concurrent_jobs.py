@@ -1,4 +1,4 @@
-"""N training jobs sharing one device (README, "Concurrent jobs and ensembles").
+"""N training jobs sharing one device (docs/gpu.md#concurrent-jobs-and-ensembles).
 
 test_concurrent_jobs[impl-device-N] starts N fresh workers of one implementation at once and waits until every
 one is ready (its data open, its model on the device); then it releases them together: the pytest process

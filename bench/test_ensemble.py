@@ -1,4 +1,4 @@
-"""M models trained together on one device (README, "Concurrent jobs and ensembles").
+"""M models trained together on one device (docs/gpu.md#concurrent-jobs-and-ensembles).
 
 test_ensemble[impl-device-M] trains M independent models on the same batches in the long-lived worker of the
 implementation and device. Member k is the Net built right after seed k (k = 1..M: member 1 starts from the

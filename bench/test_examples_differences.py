@@ -1,4 +1,4 @@
-"""What one difference from pytorch/examples costs (README, "How our trainers differ from pytorch/examples"):
+"""What one difference from pytorch/examples costs (docs/method.md#how-our-trainers-differ-from-pytorchexamples-and-why):
 the C++ example reads loss.item() after every step, to check it for NaN; ours, like the published
 Python program, reads it only for the log line. The read is timed as a phase of its own, in both
 languages, so the README can say what leaving it out saves per step (on cuda it is a synchronization)."""

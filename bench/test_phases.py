@@ -1,5 +1,4 @@
-"""Every training phase, per implementation, device and workload, timed inside its worker (README, "What is
-measured"; "Implementations and workloads").
+"""Every training phase, per implementation, device and workload, timed inside its worker (docs/method.md#what-is-measured; "Implementations and workloads").
 
 Each case records its worker's timer floor (the empty phase's median) and the phase's own CPU use, and
 checks, round by round, that the phase did its work (its product) and that no tensor an earlier round
@@ -148,7 +147,7 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
     registered = registry.get(impl)
     one_shot = phase in ONE_SHOT_PHASES
     if one_shot:
-        # Timed once per worker (README, "CUDA graphs and torch.compile"): a fresh worker of its own, one round
+        # Timed once per worker (docs/gpu.md#cuda-graphs-and-torchcompile): a fresh worker of its own, one round
         # without warm-up; the long-lived worker has run it, untimed, before its first step.
         fresh = new_worker(impl, device, workload)()
         pooled = lambda: fresh  # noqa: E731
@@ -240,7 +239,7 @@ def test_nothing_left_over_in_any_order(worker_for, impl, device):
 
 
 def test_timer_floor(worker_for, impl, device):
-    """The clock's own cost, measured by each worker when it starts (README, "What is measured"): on cpu
+    """The clock's own cost, measured by each worker when it starts (docs/method.md#what-is-measured): on cpu
     nothing but the body sits between the clock reads."""
     worker = worker_for(impl, device)
     floor = worker.timer_floor_ns

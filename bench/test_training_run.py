@@ -1,4 +1,4 @@
-"""The published run end to end (README, "The published table, redone"), per implementation and device.
+"""The published run end to end (docs/results.md#the-published-table-redone), per implementation and device.
 
 Each round is a fresh worker process that trains --epochs epochs with every phase timed, then stops.
 The benchmark's time is the published table's Total Time: the program's own time, measured inside
@@ -56,7 +56,7 @@ def heartbeat(say, label: str, log_path: str | None, interval: float = HEARTBEAT
     """While a round trains, every `interval` seconds a line on the terminal: the time so far and the
     worker's last logged position. Read from the log the program writes anyway, from this process: the worker
     does nothing more for it. Its log is block-buffered (as the published programs' would be into a file),
-    so the position lags by up to one buffer of lines (about 1,950 steps in Python, README "What a run prints")."""
+    so the position lags by up to one buffer of lines (about 1,950 steps in Python, docs/options.md#options)."""
     done = threading.Event()
     started = time.monotonic()
 
@@ -130,7 +130,7 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
         progress(f"free-running: {free['steps']} steps; Total Time {free['program_ns'] / 1e9:.1f} s")
 
     # The phases the run times: each step phase by phase, or where the step is one graph the whole step; and
-    # a one-shot phase (graph_capture, compile) once (README, "CUDA graphs and torch.compile").
+    # a one-shot phase (graph_capture, compile) once (docs/gpu.md#cuda-graphs-and-torchcompile).
     registered = registry.get(impl)
     timed_names = registered.run_phases
     for run in runs:
@@ -176,7 +176,7 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
                                "one_shot_s": free["phase_ns"][registered.one_shot] / 1e9 if registered.one_shot
                                else None},
         # The worker's peak resident memory, and on cuda the peak allocated device memory, per timed round
-        # and in the free-running run (README, "Implementations and workloads").
+        # and in the free-running run (docs/implementations.md#implementations-and-workloads).
         peak_rss_bytes=[run["peak_rss_bytes"] for run in every],
         peak_rss_median_bytes=statistics.median(run["peak_rss_bytes"] for run in every),
         peak_device_bytes=[run["peak_device_bytes"] for run in every],

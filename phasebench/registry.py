@@ -1,4 +1,4 @@
-"""The registry of implementations (README, "Implementations and workloads").
+"""The registry of implementations (docs/implementations.md#implementations-and-workloads).
 
 One record per implementation: its name on the command line, its language (which worker runs it), what
 it changes against the published pipeline of its language, the implementation it is compared with (the
@@ -49,7 +49,7 @@ class Implementation:
     loader: str = "published"  # the data pipeline: spec.LOADERS (phasebench/train/loaders.py, cpp/src/sources.cpp)
     step: str = "eager"  # how a step executes: spec.STEPS (phasebench/train/steps.py, cpp/src/step*.cpp)
     optimizer: str = "sgd"  # "sgd" as published, "foreach" or "fused" (Python's torch.optim.SGD flags)
-    # How its test_ensemble trains M models (README, "Concurrent jobs and ensembles"): "loop" (one model after
+    # How its test_ensemble trains M models (docs/gpu.md#concurrent-jobs-and-ensembles): "loop" (one model after
     # another) or "vmap" (one vectorized ensemble, Python only); None: no ensemble cases. An ensemble step's
     # data loading is untimed, so only the implementations that differ in the step itself have one.
     ensemble: str | None = None
@@ -143,7 +143,7 @@ REGISTRY: tuple[Implementation, ...] = (
     Implementation("python-vmap", "python", "an ensemble of M models as one vectorized model: torch.func's "
                    "stack_module_state, functional_call and vmap, one SGD over the stacked parameters", "python",
                    ensemble="vmap", single_model=False),
-    # CUDA graphs and torch.compile (README, "CUDA graphs and torch.compile"): the batched loader, so that the host
+    # CUDA graphs and torch.compile (docs/gpu.md#cuda-graphs-and-torchcompile): the batched loader, so that the host
     # feeds the GPU as little as possible; each batch is copied into the graph's static input buffers.
     Implementation("python-graphs", "python", "the batched loader; the whole step (forward, loss, backward, SGD) "
                    "captured into CUDA graphs (torch.cuda.CUDAGraph), one per batch shape, replayed per batch",
@@ -188,6 +188,5 @@ def variants() -> tuple[Implementation, ...]:
 
 
 def language_reference(impl: Implementation) -> Implementation:
-    """The published implementation of its language, which it must train bit-identically to (README, "Both
-    implementations train the same model")."""
+    """The published implementation of its language, which it must train bit-identically to (docs/method.md#both-implementations-train-the-same-model)."""
     return BY_NAME[impl.language]

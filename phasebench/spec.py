@@ -1,5 +1,5 @@
 """The suite's vocabulary, importable without torch: the phases (names, labels, what the training run calls
-them) and what is trained (the Net's width and the batch size; README, "Implementations and workloads").
+them) and what is trained (the Net's width and the batch size; docs/implementations.md#implementations-and-workloads).
 
 Every layer may import this module; it imports nothing of the suite.
 
@@ -26,12 +26,12 @@ PHASE_LABELS = {
     "train_step": "Train Step",
 }
 TRAINING_PHASES = tuple(PHASE_LABELS)
-# Timed once per worker, the first time the step needs them (README, "CUDA graphs and torch.compile"): capturing
+# Timed once per worker, the first time the step needs them (docs/gpu.md#cuda-graphs-and-torchcompile): capturing
 # the step into CUDA graphs, compiling the model. Never inside a step phase's clock.
 ONE_SHOT_LABELS = {"graph_capture": "Graph Capture", "compile": "Compile"}
 ONE_SHOT_PHASES = tuple(ONE_SHOT_LABELS)
 # Not training phases: the empty timed region (the timer floor, worker_overhead), and the C++ example's per-step
-# loss.item() (README, "How our trainers differ from pytorch/examples").
+# loss.item() (docs/method.md#how-our-trainers-differ-from-pytorchexamples-and-why).
 EXTRA_LABELS = {"loss_item": "loss.item()", "noop": "No-op"}
 
 

@@ -1,4 +1,4 @@
-"""GPU and CPU utilization of a worker while a benchmark runs (README, "Utilization").
+"""GPU and CPU utilization of a worker while a benchmark runs (docs/utilization.md#utilization).
 
 The samplers run in the pytest process, never in the worker, and only read counters the kernel and
 the driver keep anyway, so they take no time from the phases, which are timed inside the worker.
@@ -94,7 +94,7 @@ def cores_available(pids) -> int:
 
 # The kernel brings another running thread's CPU time up to date only at its scheduler tick (1 to 10 ms),
 # so the process clock read around a shorter body bills it what that thread used before: the process
-# figure is kept only where the bodies are long enough for that to be small (README, "Utilization").
+# figure is kept only where the bodies are long enough for that to be small (docs/utilization.md#utilization).
 PROCESS_CPU_MIN_BODY_S = 0.01
 
 

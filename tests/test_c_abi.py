@@ -1,5 +1,5 @@
 """The C ABI (cpp/include/phasebench.h, and the test-only cpp/include/phasebench_testing.h) never crashes its
-caller (README, "Faults and bad input").
+caller (docs/faults.md#faults-and-bad-input).
 
 A null, made-up or destroyed handle, an unknown phase, a wrong buffer length and bad options each
 give PB_ERROR and a message, and the session still works afterwards. The destroyed handle is probed

@@ -1,4 +1,4 @@
-"""Bad data (README, "Faults and bad input"): the suite (--dataset mnist --mnist-root DIR), the Python
+"""Bad data (docs/faults.md#faults-and-bad-input): the suite (--dataset mnist --mnist-root DIR), the Python
 trainer and the C++ trainer each refuse bad IDX files with the same error, naming the file and the
 problem. The checks read a file's 16-byte header and its size, so a header claiming terabytes is
 refused before anything reads or allocates what it claims; only then are the labels read, to refuse
@@ -167,3 +167,13 @@ def test_an_unusable_mnist_root_says_what_to_do(tmp_path):
     run = _refused_run("--dataset=synthetic", f"--mnist-root={not_a_folder / 'data'}")
     assert (f"ERROR: --mnist-root {not_a_folder}/data: not writable (Not a directory) and holds no MNIST; "
             f"pass --mnist-root with a writable folder") in run.stderr
+
+
+def test_generating_synthetic_data_says_so_first_and_names_the_package(tmp_path):
+    """Generating the splits takes a few seconds: a line says what is happening and how to get real data instead."""
+    said = []
+    source = data.resolve("synthetic", str(tmp_path), announce=said.append)
+    assert source.name == "synthetic" and len(said) == 1 and "dataset-fashion-mnist" in said[0]
+    assert "apt-get install dataset-fashion-mnist" in data.SYNTHETIC_WARNING
+    data.resolve("synthetic", str(tmp_path), announce=said.append)
+    assert len(said) == 1, "already generated: nothing to say"

@@ -1,4 +1,4 @@
-"""Both implementations train the same model (README, "Fairness / equivalence").
+"""Both implementations train the same model (docs/method.md#both-implementations-train-the-same-model).
 
 A Python-vs-C++ time difference means something only if both sides compute the same thing, so
 these tests put a Python and a C++ worker side by side on cpu and compare, request by request:
@@ -13,10 +13,10 @@ after a whole epoch, and the same test accuracy.
 
 Every other implementation in the registry (bench/registry.py) is compared the same way with the
 published implementation of its language: the same batches where its loader is its own, and 100 steps with
-the published dropout from the same weights, to the bit (README, "Implementations and workloads"). These run
+the published dropout from the same weights, to the bit (docs/implementations.md#implementations-and-workloads). These run
 whatever --impl says: they are tests, not benchmarks.
 
-Ensembles (phasebench/train/ensemble.py; README, "Concurrent jobs and ensembles"): member k of every ensemble starts from
+Ensembles (phasebench/train/ensemble.py; docs/gpu.md#concurrent-jobs-and-ensembles): member k of every ensemble starts from
 the weights seed k gives a model alone; with dropout off, the Python loop's member k trains as model k trained
 alone, to the bit; the C++ loop's members train as the Python loop's, to the bit, with dropout off and on; and
 python-vmap's member k stays within a tolerance of model k alone, justified where it is defined.
@@ -408,7 +408,7 @@ def test_same_training_on_another_workload(settings, cpp_library, tmp_path, impl
         assert_same_training(pair, f"{OTHER_WORKLOAD.label}, dropout {PUBLISHED_DROPOUT}", steps=20)
 
 
-# -- ensembles (README, "Concurrent jobs and ensembles") ----------------------------------------------------
+# -- ensembles (docs/gpu.md#concurrent-jobs-and-ensembles) ----------------------------------------------------
 
 ENSEMBLE_MODELS = 3  # member 1 starts from the published model's seed-1 weights, members 2 and 3 from seeds 2, 3
 ENSEMBLE_STEPS = 10
@@ -592,7 +592,7 @@ def test_vmap_ensemble_members_match_models_alone(ensembles):
     assert not problems, "python-vmap against models trained alone, dropout off:\n  " + "\n  ".join(problems)
 
 
-# -- CUDA graphs and torch.compile against eager (README, "CUDA graphs and torch.compile") ---------------------
+# -- CUDA graphs and torch.compile against eager (docs/gpu.md#cuda-graphs-and-torchcompile) ---------------------
 
 # Where the kernels differ, the same training can differ by float32 rounding alone: inductor fuses relu, max-pool,
 # log-softmax, nll_loss and their backward into loops of its own (its own exp and log, its own summation order
@@ -667,7 +667,7 @@ def test_same_training_on_cuda(request, settings, tmp_path, variant):
     """On cuda, with dropout off: CUDA graphs (the first steps eager warm-up, then replays of the captured step)
     and the compiled model train as eager in their language, within the rounding tolerance. With dropout on a
     captured graph draws its own masks: it advances the generator's Philox offset by its own rule on each
-    replay, not by the eager kernels' amounts, so the masks differ from eager's by design (README). The
+    replay, not by the eager kernels' amounts, so the masks differ from eager's by design (docs/method.md#both-implementations-train-the-same-model). The
     tolerances are the compiled variant's (above): this test has not yet run on a GPU."""
     variant_impl = registry.get(variant)
     reference = registry.language_reference(variant_impl).name

@@ -1,4 +1,4 @@
-"""Faults (README, "Faults and bad input"): a worker that dies or hangs fails only the case it was
+"""Faults (docs/faults.md#faults-and-bad-input): a worker that dies or hangs fails only the case it was
 running, with the signal or the timeout in the message; the next case gets a fresh worker; the
 results of the cases that ran are saved even when others failed or the run was interrupted; bad
 option values are usage errors.
@@ -361,7 +361,7 @@ def test_a_bad_count_is_a_usage_error(option, value):
 
 def test_a_separate_path_outside_the_repository_stops_with_the_equals_form(tmp_path):
     """pytest picks its root directory before any plugin declares --mnist-root, and takes a separate existing path
-    for a test path: outside the repository it would run without pytest.ini (README, "Options")."""
+    for a test path: outside the repository it would run without pytest.ini (docs/options.md#options)."""
     separate = run_suite("--collect-only", "-q", "--mnist-root", str(tmp_path))
     assert separate.returncode == pytest.ExitCode.USAGE_ERROR, separate.stdout + separate.stderr
     [line] = [line for line in separate.stderr.splitlines() if line.startswith("ERROR:")]
@@ -374,7 +374,7 @@ def test_a_separate_path_outside_the_repository_stops_with_the_equals_form(tmp_p
 
 def test_the_plugin_is_installed_under_its_module_name():
     """requirements.txt installs this checkout (-e .): pytest loads phasebench/plugin/__init__.py from its pytest11 entry point,
-    before it parses the command line, wherever it is started (README, "Options")."""
+    before it parses the command line, wherever it is started (docs/options.md#options)."""
     from importlib.metadata import entry_points
 
     found = [ep for ep in entry_points(group="pytest11") if ep.value == "phasebench.plugin"]
@@ -397,7 +397,7 @@ def test_the_plugin_is_installed_under_its_module_name():
      "ERROR: --impl cpp: no C++ toolchain: 'no-such-compiler' not found on PATH (install g++ and make)"),
 ], ids=["cuda-without-gpu", "cpp-without-compiler"])
 def test_asking_only_for_what_cannot_run_is_a_usage_error(options, env, error):
-    """A GPU runner that lost its GPU must not pass green with every case skipped (README, "Options")."""
+    """A GPU runner that lost its GPU must not pass green with every case skipped (docs/options.md#options)."""
     run = run_suite("--benchmark-only", *options, env=env)
     assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
     assert [line for line in run.stderr.splitlines() if line.startswith("ERROR:")] == [error], run.stderr
@@ -427,7 +427,7 @@ def test_every_refused_option_is_found_wherever_it_is_given(option, monkeypatch)
 
 
 def test_run_from_another_directory_creates_nothing_there(pytestconfig, tmp_path):
-    """The default data/ and .benchmarks/ are the repository's, wherever pytest is started (README, "Options")."""
+    """The default data/ and .benchmarks/ are the repository's, wherever pytest is started (docs/options.md#options)."""
     data = [] if pytestconfig.getoption("mnist_root") == str(plugin.DEFAULT_DATA) else _data_options(pytestconfig)
     run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--device=cpu",
                           str(ROOT / "bench" / "test_registry.py"), "-k", "every_implementation", *data],

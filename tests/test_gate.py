@@ -1,4 +1,4 @@
-"""Regression gating (phasebench/gate/, phasebench/plugin/gating.py; README, "Baselines and CI gating"), proven end to
+"""Regression gating (phasebench/gate/, phasebench/plugin/gating.py; docs/gating.md#baselines-and-ci-gating), proven end to
 end: the suite runs in a subprocess that saves a baseline, then fails against it with one phase slowed by the
 test-only knob, and passes without it. The CI workflows pass actionlint."""
 
@@ -66,7 +66,7 @@ def test_slowed_phase_fails_both_gates(pytestconfig, baseline, tmp_path):
     assert "test_phase[loss-python-cpu] (0001_base) - Field 'median' has failed" in result.output
     assert "test_phase[loss-cpp-cpu] (0001_base) - Field" not in result.output  # only python was slowed
     assert "regression gate failed" in result.output
-    # The failed gate leaves the rest of the summary: the utilization of each benchmark (README, "Utilization").
+    # The failed gate leaves the rest of the summary: the utilization of each benchmark (docs/utilization.md#utilization).
     assert "phasebench utilization: GPU busy % mean/max, worker CPU in cores" in result.output
     assert "loss: cpp-cpu CPU " in result.output and "python-cpu CPU " in result.output
     [ratio] = [line for line in result.output.splitlines() if line.startswith("loss on cpu: python/cpp median ratio")]
@@ -85,7 +85,7 @@ def test_unchanged_run_passes_both_gates(pytestconfig, baseline):
     assert "Comparing against benchmarks from" in result.output
     assert "Performance has regressed" not in result.output
     assert "regression gate failed" not in result.output
-    # What the user reads (README, "Options"): the timing used, not pytest-benchmark's defaults; nothing
+    # What the user reads (docs/options.md#options): the timing used, not pytest-benchmark's defaults; nothing
     # skipped that an explicit --device or --benchmark-only excluded; the answer with its direction.
     assert "(its timer, rounds, warm-up and calibration are not used: see phasebench: timing)" in result.output
     assert "phasebench: timing: each phase inside its worker process" in result.output
@@ -287,8 +287,7 @@ def test_commit_passed_in_for_a_copy_without_git(monkeypatch):
 
 
 def test_ratio_gate_compares_every_implementation_with_its_reference():
-    """Per phase, device and workload, each registered variant against its reference (README, "Implementations
-    and workloads"); the published pair once, as python/cpp."""
+    """Per phase, device and workload, each registered variant against its reference (docs/implementations.md#implementations-and-workloads); the published pair once, as python/cpp."""
     def bench(impl, median, width=1):
         saved = saved_bench("train_step", impl, median)
         saved["extra_info"] |= {"width": width, "batch_size": 64}

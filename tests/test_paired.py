@@ -1,5 +1,5 @@
-"""The pull-request gate's decision (phasebench/gate/decide.py, its command phasebench/gate/paired.py; README,
-"Baselines and CI gating") on saved results made up here: an unchanged tree passes, a slowed phase fails by name, a tiny change stays under the floor, and the
+"""The pull-request gate's decision (phasebench/gate/decide.py, its command phasebench/gate/paired.py;
+docs/gating.md#baselines-and-ci-gating) on saved results made up here: an unchanged tree passes, a slowed phase fails by name, a tiny change stays under the floor, and the
 statistics agree with textbook values."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The registry of implementations and the workload record (README, "Implementations and workloads")."""
+"""The registry of implementations and the workload record (docs/implementations.md#implementations-and-workloads)."""
 
 from dataclasses import replace
 from types import SimpleNamespace

@@ -159,7 +159,7 @@ def test_unreadable_result_is_one_line_naming_the_file(tmp_path, content, messag
         cli.main([str(tmp_path / "absent.json"), "--storage", f"file://{tmp_path}", "--out", str(tmp_path)])
 
 
-# -- every implementation and workload (README, "Implementations and workloads") ----------------------
+# -- every implementation and workload (docs/implementations.md#implementations-and-workloads) ----------------------
 
 def phase_bench(phase: str, impl: str, median_ms: float, device: str = "cpu", width: int = 1, batch_size: int = 64,
                 **info) -> dict:

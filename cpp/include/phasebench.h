@@ -31,7 +31,7 @@ typedef struct {
     int32_t threads;        /* intra-op threads; 0 keeps LibTorch's default */
     int64_t seed;           /* torch::manual_seed */
     double dropout;         /* 0.5 as published; 0 turns both dropouts off (equivalence tests) */
-    /* The workload (README, "Implementations and workloads"): every hidden size times width, and the batch size. */
+    /* The workload (docs/implementations.md#implementations-and-workloads): every hidden size times width, and the batch size. */
     int64_t width;          /* 1 as published */
     int64_t batch_size;     /* 64 as published */
     const char* loader;     /* "published" (LibTorch's MNIST, Normalize, Stack) or "batched" (slices of the
@@ -41,7 +41,7 @@ typedef struct {
 } pb_options;
 
 /* What a phase produced, so that a plain test can check it did real work. The checks are -1
- * (integers) or NaN (doubles) where a phase has none (README, "What is measured"). */
+ * (integers) or NaN (doubles) where a phase has none (docs/method.md#what-is-measured). */
 typedef struct {
     double loss;             /* the loss this phase computed or read; NaN when it has none */
     int64_t shape[4];        /* shape of the phase's main tensor (see Trainer::make_phases, cpp/src/phases.cpp) */
@@ -122,7 +122,7 @@ int pb_evaluate(pb_session* session, double* accuracy, double* mean_loss);
 int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t max_steps, int64_t* phase_ns,
              int64_t phase_capacity, int64_t* steps, int64_t* loop_ns, int64_t* cpu_ns);
 
-/* Ensembles (README, "Concurrent jobs and ensembles"): `models` (1 to 4096) independent Nets, member k
+/* Ensembles (docs/gpu.md#concurrent-jobs-and-ensembles): `models` (1 to 4096) independent Nets, member k
  * (from 1) built right after torch::manual_seed(k), each with its own SGD, trained one after another on the
  * same batches. It replaces the session's last ensemble and reseeds the generator; the session's own model
  * is left as it is. */

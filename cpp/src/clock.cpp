@@ -1,4 +1,4 @@
-// clock.cpp: the clock around a phase's body (README, "What is measured"), the synchronization it needs on
+// clock.cpp: the clock around a phase's body (docs/method.md#what-is-measured), the synchronization it needs on
 // cuda, the page faults read just outside it, and the test-only slow knob that spins inside it.
 #include "trainer.h"
 

@@ -1,4 +1,4 @@
-// ensemble.cpp: ensembles (README, "Concurrent jobs and ensembles"): member k (1-based) is the Net built right
+// ensemble.cpp: ensembles (docs/gpu.md#concurrent-jobs-and-ensembles): member k (1-based) is the Net built right
 // after torch::manual_seed(k), with its own SGD, all trained one after another on the same batches.
 // phasebench/train/ensemble.py's LoopEnsemble in C++.
 #include "trainer.h"

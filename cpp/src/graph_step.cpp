@@ -1,4 +1,4 @@
-// graph_step.cpp: the CUDA-graph step (cpp-graphs; README, "CUDA graphs and torch.compile"): after warm-up
+// graph_step.cpp: the CUDA-graph step (cpp-graphs; docs/gpu.md#cuda-graphs-and-torchcompile): after warm-up
 // steps, the whole step captured into one CUDA graph per batch shape, then replayed. Its twin is
 // phasebench/train/trainer.py's capture_graphs, which says why each detail.
 #include "trainer.h"
@@ -133,7 +133,7 @@ std::unique_ptr<Step> make_graph_step(const torch::Device& device) {
   return std::make_unique<GraphStep>();
 #else
   throw std::runtime_error("step 'graphs': this library was built without the CUDA runtime headers that "
-                           "CUDA graphs need (phasebench/worker/build.py found none; see README)");
+                           "CUDA graphs need (phasebench/worker/build.py found none; see docs/gpu.md#cuda-graphs-and-torchcompile)");
 #endif
 }
 

@@ -1,6 +1,6 @@
-// phases.cpp: the one place that says what each phase prepares (untimed), times, and produces (README,
-// "What is measured"), and the products that prove the work. The Python twin is phasebench/train/trainer.py's
-// PHASES.
+// phases.cpp: the one place that says what each phase prepares (untimed), times, and produces
+// (docs/method.md#what-is-measured), and the products that prove the work. The Python twin is
+// phasebench/train/phases.py's PHASES.
 #include "trainer.h"
 
 #include <algorithm>
@@ -81,12 +81,11 @@ std::vector<Phase> Trainer::make_phases() {
          return r;
        },
        /*continues_itself=*/true},
-      // Not training phases: the C++ example's per-step loss.item() (README, "How our trainers
-      // differ from pytorch/examples"), and the empty timed region (timer floor, worker_overhead).
+      // Not training phases: the C++ example's per-step loss.item() (docs/method.md#how-our-trainers-differ-from-pytorchexamples-and-why), and the empty timed region (timer floor, worker_overhead).
       {"loss_item", Uses::split_step, [this] { forwarded(); }, [this] { (void)loss_.item<double>(); },
        [this] { return loss_product(loss_); }},
       {"noop", Uses::nothing, nullptr, [] {}, [] { return product(torch::empty({0}), true); }},
-      // Timed once per worker, the first time a step needs it (README, "CUDA graphs and torch.compile"); a
+      // Timed once per worker, the first time a step needs it (docs/gpu.md#cuda-graphs-and-torchcompile); a
       // phase only of a step that has it.
       {"graph_capture", Uses::one_shot, [this] { warm_up(); }, [this] { step_->run_one_shot(*this); },
        [this] { return product(step_->one_shot_output(), all_finite(model_->parameters())); }},
@@ -106,7 +105,7 @@ std::vector<torch::Tensor> Trainer::grads() {
   return out;
 }
 
-// -- products that prove the work (README, "What is measured"); phasebench/train/trainer.py has the same ----
+// -- products that prove the work (docs/method.md#what-is-measured); phasebench/train/trainer.py has the same ----
 pb_result Trainer::loaded() {
   auto r = product(host_.data, finite(host_.data));
   r.batch_index = host_index_;

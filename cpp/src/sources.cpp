@@ -1,4 +1,4 @@
-// sources.cpp: where the trainer's batches come from (README, "Implementations and workloads").
+// sources.cpp: where the trainer's batches come from (docs/implementations.md#implementations-and-workloads).
 #include "trainer.h"
 
 #include <algorithm>
@@ -8,7 +8,7 @@ namespace phasebench {
 
 namespace {
 
-// The idiomatic LibTorch loader (README, "How our trainers differ from pytorch/examples"): Normalize, Stack,
+// The idiomatic LibTorch loader (docs/method.md#how-our-trainers-differ-from-pytorchexamples-and-why): Normalize, Stack,
 // sequential batches.
 auto make_loader(const torch::data::datasets::MNIST& mnist, int64_t batch_size) {
   return torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(

@@ -248,7 +248,7 @@ std::vector<WeakTensor> Trainer::held() {
 }
 
 // Frees what earlier rounds left (batches, outputs, losses with their graphs, gradients), so
-// that no timed body frees it (README, "What is measured").
+// that no timed body frees it (docs/method.md#what-is-measured).
 void Trainer::release() {
   host_ = Batch();
   data_ = target_ = output_ = loss_ = torch::Tensor();

@@ -1,4 +1,4 @@
-// trainer.h: the pytorch/examples C++ MNIST program, cut into the timed phases (README, "What is measured"):
+// trainer.h: the pytorch/examples C++ MNIST program, cut into the timed phases (docs/method.md#what-is-measured):
 // what the files of cpp/src share. It reads like examples/cpp/mnist/mnist.cpp: the same Net, the same loader,
 // the same optimizer and log line. Each piece has its file:
 //   idx.cpp        the IDX files' checks, and loading them
@@ -76,7 +76,7 @@ torch::data::datasets::MNIST load_mnist(const std::string& root, bool train);
 
 using Batch = torch::data::Example<>;
 
-// Where an implementation's batches come from (README, "Implementations and workloads"): start an epoch,
+// Where an implementation's batches come from (docs/implementations.md#implementations-and-workloads): start an epoch,
 // then take batches until there are none. phasebench/train/loaders.py holds the Python ones.
 class BatchSource {
  public:
@@ -102,7 +102,7 @@ struct Timing {
 
 // The cheapest correct synchronization LibTorch offers; nothing on cpu.
 void sync(const torch::Device& device);
-// Synchronize, clock, body, synchronize, clock (README, "What is measured").
+// Synchronize, clock, body, synchronize, clock (docs/method.md#what-is-measured).
 Timing timed(const torch::Device& device, const std::function<void()>& body);
 // The median time of the empty body: what the clock itself costs here.
 int64_t timer_floor(const torch::Device& device);
@@ -150,7 +150,7 @@ struct WeakTensor {
 
 class Trainer;
 
-// A step strategy (README, "CUDA graphs and torch.compile"): how forward, loss, backward and update run on the
+// A step strategy (docs/gpu.md#cuda-graphs-and-torchcompile): how forward, loss, backward and update run on the
 // batch on the device. The trainer asks its step what it needs; it never tests which step it has.
 class Step {
  public:

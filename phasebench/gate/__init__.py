@@ -1,4 +1,4 @@
-"""Regression gating beyond pytest-benchmark's own --benchmark-compare-fail (README, "Baselines and CI gating").
+"""Regression gating beyond pytest-benchmark's own --benchmark-compare-fail (docs/gating.md#baselines-and-ci-gating).
 
 One module per role, each importing only those above it in this list (and phasebench.results, the leaf that
 reads saved results; tests/test_layers.py checks that no import goes in a circle):

@@ -44,8 +44,8 @@ def main(argv=None) -> int:
         raise SystemExit(f"{args.result} has no benchmark that {args.baseline} has")
     print(table(verdicts, DEFAULT_THRESHOLD, DEFAULT_THRESHOLD), end="")
     print("One run a side: no interval, so no verdict. The evidence is the run: .ci/bench-pr runs base and head "
-          "alternately, several runs each, and python -m phasebench.gate.paired decides on them (README, \"Baselines "
-          "and CI gating\").")
+          "alternately, several runs each, and python -m phasebench.gate.paired decides on them "
+          "(docs/gating.md#baselines-and-ci-gating).")
     medians = [v for v in verdicts if v.kind == "median"]
     ratios = [v for v in verdicts if v.kind == "ratio"]
     largest = max(medians, key=lambda v: change_either_way(v.base, v.head))

@@ -1,5 +1,5 @@
 """The gate of a run compared with one saved baseline, beyond pytest-benchmark's own --benchmark-compare-fail
-(phasebench/plugin/gating.py; README, "Baselines and CI gating"): a baseline that shares no benchmark with the run,
+(phasebench/plugin/gating.py; docs/gating.md#baselines-and-ci-gating): a baseline that shares no benchmark with the run,
 a run in which nothing ran, and with --phase-ratio-fail the median ratio of every implementation to the one the
 registry names as its reference (python/cpp for the published pair), per phase, device and workload; and the
 machine_info differences that pytest-benchmark could not print.
@@ -25,7 +25,7 @@ def phase_medians(benchmarks) -> dict[tuple[str, str, str], dict[str, float]]:
     """{(phase, device, workload id): {implementation: median seconds}} from saved benchmarks.
 
     worker_overhead is left out: it is our messaging, not training, and its python/cpp ratio moved 71%
-    between two runs of an unchanged tree (README, "Noise")."""
+    between two runs of an unchanged tree (docs/gating.md#baselines-and-ci-gating)."""
     medians: dict[tuple[str, str, str], dict[str, float]] = {}
     for bench in benchmarks:
         key = results.case_key(bench)
@@ -64,7 +64,7 @@ class RatioChange:
 
 def ratio_changes(baseline, current) -> list[RatioChange]:
     """Every (phase, device, workload) and implementation whose median and its reference's are in both,
-    largest change first (README, "Baselines and CI gating")."""
+    largest change first (docs/gating.md#baselines-and-ci-gating)."""
     before, after = phase_medians(baseline), phase_medians(current)
     changes = []
     for key in before.keys() & after.keys():

@@ -1,4 +1,4 @@
-"""The pull-request gate's decision (README, "Baselines and CI gating"): base and head run alternately on the
+"""The pull-request gate's decision (docs/gating.md#baselines-and-ci-gating): base and head run alternately on the
 same machine, several whole runs each, and a case regresses only when the evidence across those runs says so.
 
 The unit of evidence is the run. Rounds within one run share that process's offset (its memory layout, its
@@ -36,7 +36,7 @@ from pathlib import Path
 from phasebench import results
 from phasebench.gate.stats import Change, paired_change
 
-DEFAULT_THRESHOLD = 10.0  # percent: README, "Baselines and CI gating" says where it comes from
+DEFAULT_THRESHOLD = 10.0  # percent: docs/gating.md#baselines-and-ci-gating says where it comes from
 
 
 # -- runs ---------------------------------------------------------------------------------------------------
@@ -64,7 +64,7 @@ class Run:
         medians, keys, floors = {}, {}, {}
         for bench in saved["benchmarks"]:
             key = results.case_key(bench)
-            if key and key[0] == "worker_overhead":  # our messaging, not training (README, "Noise")
+            if key and key[0] == "worker_overhead":  # our messaging, not training (docs/gating.md#baselines-and-ci-gating)
                 continue
             name = bench["fullname"]
             medians[name] = bench["stats"]["median"]

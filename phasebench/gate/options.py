@@ -1,6 +1,5 @@
 """What the gates' options take: a percentage (--phase-ratio-fail, --threshold), and the test-only knob that
-slows one phase on purpose to prove that the gates fail (PHASEBENCH_TEST_SLOW_PHASE; README, "Baselines and CI
-gating")."""
+slows one phase on purpose to prove that the gates fail (PHASEBENCH_TEST_SLOW_PHASE; docs/gating.md#baselines-and-ci-gating)."""
 
 from __future__ import annotations
 

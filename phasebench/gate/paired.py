@@ -1,5 +1,5 @@
-"""`python -m phasebench.gate.paired`: the pull-request gate's decision on paired runs (.ci/bench-pr; README,
-"Baselines and CI gating"), by phasebench.gate.decide, whose docstring says how a case is judged.
+"""`python -m phasebench.gate.paired`: the pull-request gate's decision on paired runs (.ci/bench-pr;
+docs/gating.md#baselines-and-ci-gating), by phasebench.gate.decide, whose docstring says how a case is judged.
 
     python -m phasebench.gate.paired --base B1.json B2.json … --head H1.json H2.json … [--threshold 10%]
         [--ratio-threshold 10%] [--markdown FILE] [--failing FILE]

@@ -1,4 +1,4 @@
-"""What the pull-request gate does on this machine, measured (.ci/gate-study; README, "Baselines and CI gating"):
+"""What the pull-request gate does on this machine, measured (.ci/gate-study; docs/gating.md#baselines-and-ci-gating):
 false alarms over gated runs of an unchanged tree, detections over runs with one phase slowed in head, each with
 its 95 % interval (Wilson's score interval: exact enough at these counts and never outside 0..1), the time of one
 gated run, and per case the minimum detectable effect: the smallest slowdown the gate catches in 80 % of gated

@@ -1,5 +1,5 @@
 """phasebench's pytest plugin: the options, what they resolve to, what every saved result records, and how
-the cases are made (README, "Options"; "Implementations and workloads").
+the cases are made (docs/options.md#options; "Implementations and workloads").
 
 Installed as a `pytest11` entry point named "phasebench.plugin" (pyproject.toml; `pip install -e .`, which
 requirements.txt does), so pytest knows the options wherever it is started, before it parses the command
@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import sys
 from dataclasses import dataclass, field
 
 import pytest
@@ -24,15 +25,15 @@ from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload, parse_sizes, workloads
 from phasebench.worker import build
 
-pytest_plugins = ["phasebench.plugin.gating", "phasebench.plugin.cases"]  # --phase-ratio-fail and baseline checks (README, "Baselines and CI gating")
+pytest_plugins = ["phasebench.plugin.gating", "phasebench.plugin.cases"]  # --phase-ratio-fail and baseline checks (docs/gating.md#baselines-and-ci-gating)
 
 COMMIT_ENV, DIRTY_ENV = "PHASEBENCH_COMMIT", "PHASEBENCH_DIRTY"  # for a copy without git history
-PATH_OPTIONS = ("--mnist-root",)  # options whose value pytest may take for a test path (README, "Options")
+PATH_OPTIONS = ("--mnist-root",)  # options whose value pytest may take for a test path (docs/options.md#options)
 DEFAULT_DATA = build.ROOT / "data"  # the repository's, wherever pytest is started
 DEFAULT_STORAGE = f"file://{build.ROOT / '.benchmarks'}"  # phasebench.report and phasebench.gate read it too
 PYTEST_BENCHMARK_STORAGE = "file://./.benchmarks"  # pytest-benchmark's default, relative to where pytest started
 # pytest-benchmark options the suite cannot honour: every phase is timed inside its worker process, for the rounds
-# the suite's own options set (README, "Options"). Each is refused in one line that names what to use instead.
+# the suite's own options set (docs/options.md#options). Each is refused in one line that names what to use instead.
 WORKER_TIMING = "phasebench times each phase inside its worker process"
 REFUSED_BENCHMARK_OPTIONS = {
     "--benchmark-min-rounds": f"{WORKER_TIMING} for a fixed number of rounds: use --rounds N",
@@ -104,7 +105,7 @@ def pytest_addoption(parser):
                     help="intra-op threads for both workers (default: what torch picks on this machine)")
     group.addoption("--mnist-root", default=None, help=f"data folder (default: {DEFAULT_DATA})")
     group.addoption("--dataset", default="auto",
-                    help=f"data source: {', '.join(data.DATASET_CHOICES)} (default: auto, see README)")
+                    help=f"data source: {', '.join(data.DATASET_CHOICES)} (default: auto; docs/data.md#data)")
     group.addoption("--rounds", type=int, default=100, help="counted rounds per phase benchmark (default: 100)")
     group.addoption("--warmup-rounds", type=int, default=10,
                     help="uncounted rounds before them (default: 10)")
@@ -132,6 +133,11 @@ def pytest_addoption(parser):
                          f"checks them all")
     group.addoption("--no-utilization", action="store_true",
                     help="do not sample GPU and worker CPU utilization (extra_info gpu and cpu are null)")
+
+
+def _say(line: str) -> None:
+    """A line before pytest's own output starts (no capture yet): what the run is doing that takes a while."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def _choices(config, option: str, valid: tuple[str, ...]) -> tuple[str, ...]:
@@ -247,7 +253,7 @@ def pytest_configure(config):
         source = None
     else:
         try:
-            source = data.resolve(dataset, config.getoption("mnist_root"))
+            source = data.resolve(dataset, config.getoption("mnist_root"), announce=_say)
         except data.DataError as error:
             raise pytest.UsageError(str(error)) from None
     from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
@@ -308,8 +314,7 @@ def pytest_report_header(config):
 
 def pytest_benchmark_update_commit_info(config, commit_info):
     """A copy without git history (a borrowed GPU machine's) cannot see its commit: the commit id and
-    whether that tree was clean come in from where the copy was made (README, "What every saved result
-    carries"), and the result says so."""
+    whether that tree was clean come in from where the copy was made (docs/results.md#what-every-saved-result-carries), and the result says so."""
     commit = os.environ.get(COMMIT_ENV)
     if not commit:
         return
@@ -335,7 +340,7 @@ def pytest_terminal_summary(terminalreporter, config):
 
 
 def _write_answer(terminalreporter, config) -> None:
-    """The answer at a glance after pytest-benchmark's tables (README, "Options", "What a run prints"): per device, each
+    """The answer at a glance after pytest-benchmark's tables (docs/options.md#options): per device, each
     implementation's median and its ratio to its reference with the direction in words; the training run's
     published rows; and what makes the figures less than they look (synthetic data)."""
     from phasebench import report
@@ -385,7 +390,7 @@ def _ignore_sigterm(signum, frame):
 
 def pytest_sessionstart(session):
     """SIGTERM (`kill`, `timeout`, a cancelled CI job) ends the run as Ctrl-C does: the finished cases are
-    saved, the workers stopped, the exit status 2 (README, "Faults and bad input")."""
+    saved, the workers stopped, the exit status 2 (docs/faults.md#faults-and-bad-input)."""
 
     def interrupt(signum, frame):
         signal.signal(signal.SIGTERM, _ignore_sigterm)  # only the first one interrupts

@@ -1,4 +1,4 @@
-"""How the cases are made (README, "Options"; "Implementations and workloads"): every test that takes `impl` and
+"""How the cases are made (docs/options.md#options; "Implementations and workloads"): every test that takes `impl` and
 `device` per implementation, device and workload the options chose, in an order that rotates the implementations."""
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def pytest_generate_tests(metafunc):
                 continue
             for phase in (impl.phases if "phase" in names else (None,)):
                 for device in DEVICES:
-                    if impl.absent_reason(device):  # a case it cannot have at all is not made (README, "Options")
+                    if impl.absent_reason(device):  # a case it cannot have at all is not made (docs/options.md#options)
                         continue
                     for count in (counts[count_name](device) if count_name else (None,)):
                         values = {"phase": phase, "impl": impl_name, "device": device, "workload": workload,
@@ -84,7 +84,7 @@ def pytest_generate_tests(metafunc):
 
 
 def pytest_collection_modifyitems(config, items):
-    """What an explicit choice excludes is deselected, not skipped (README, "Options"): the cases of devices
+    """What an explicit choice excludes is deselected, not skipped (docs/options.md#options): the cases of devices
     --device leaves out, the selections a benchmark run was not asked for (SELECTIONS), and under
     --benchmark-only the tests that are not benchmarks. cuda cases of the default
     devices stay, and skip with their reason where no GPU is usable."""
@@ -106,7 +106,7 @@ def pytest_collection_modifyitems(config, items):
 
 def _rotate_implementations(items, impls: tuple[str, ...]) -> None:
     """test_phase: which implementation runs first rotates from phase to phase, so that neither always
-    follows the other on the machine (README, "What is measured"). Each case's place is stashed."""
+    follows the other on the machine (docs/method.md#what-is-measured). Each case's place is stashed."""
     from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
 
     groups: dict[tuple, list[int]] = {}

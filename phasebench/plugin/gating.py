@@ -1,4 +1,4 @@
-"""The pytest side of regression gating (phasebench/gate/compare.py; README, "Baselines and CI gating"), loaded by
+"""The pytest side of regression gating (phasebench/gate/compare.py; docs/gating.md#baselines-and-ci-gating), loaded by
 phasebench/plugin/__init__.py.
 
 pytest-benchmark compares and fails on its own (--benchmark-compare, --benchmark-compare-fail). This adds:

@@ -16,7 +16,7 @@ block per table, a blank line between, a device column first):
 2. Per phase, from the test_phase benchmarks: median, median net of the worker's timer floor and IQR
    per implementation, the same difference on the net medians, the phase's own CPU use, and the
    GPU and worker CPU during the whole benchmark where they were recorded.
-3. Every implementation the result holds (README, "Implementations and workloads"), per device and
+3. Every implementation the result holds (docs/implementations.md#implementations-and-workloads), per device and
    workload: each phase's median per implementation and its ratio to the implementation the registry
    names as its reference; the findings drawn from them in sentences (the language's and the design's
    share of the data-loading gap, what batching gives in each language, the train_step ratio per

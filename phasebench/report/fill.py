@@ -1,4 +1,4 @@
-"""Filling the device (README, "On the GPU", "Concurrent jobs and ensembles"): the free-running training loop of
+"""Filling the device (docs/results.md#on-the-gpu-what-makes-python-as-fast-as-c-and-how-much-more-one-gpu-does, docs/gpu.md#concurrent-jobs-and-ensembles): the free-running training loop of
 every implementation, concurrent jobs, ensembles, and the page faults where implementations differ
 (docs/page-faults.md).
 """
@@ -23,7 +23,7 @@ def _mps(info: dict) -> str | None:
 
 
 def loops_table(cases: dict, device: str) -> Table:
-    """One free-running epoch of every implementation (README, "On the GPU"): its training loop, the one-shot
+    """One free-running epoch of every implementation (docs/results.md#on-the-gpu-what-makes-python-as-fast-as-c-and-how-much-more-one-gpu-does): its training loop, the one-shot
     phase (graph_capture, compile) inside it, the loop without it, and each against the published cpp's loop."""
     table = Table(f"The free-running training loop of every implementation on {device} (one epoch per workload, "
                   f"no phase timers; seconds)",
@@ -78,7 +78,7 @@ def faults_table(cases: dict, device: str) -> Table:
 
 
 def concurrent_table(cases: dict, device: str) -> Table:
-    """test_concurrent_jobs (README, "Concurrent jobs and ensembles"): what N jobs together got from the device."""
+    """test_concurrent_jobs (docs/gpu.md#concurrent-jobs-and-ensembles): what N jobs together got from the device."""
     table = Table(f"Concurrent jobs on {device}: N fresh workers of one implementation each training one epoch at once",
                   [("Implementation", ""), ("Workload", ""), ("Jobs", ""), ("Threads per job", ""),
                    ("Images/s, all jobs", ".0f"), ("Images/s against 1 job", ".2f"),
@@ -100,7 +100,7 @@ def concurrent_table(cases: dict, device: str) -> Table:
 
 
 def ensemble_table(cases: dict, device: str) -> Table:
-    """test_ensemble (README, "Concurrent jobs and ensembles"): per step and per model-step, data loading excluded."""
+    """test_ensemble (docs/gpu.md#concurrent-jobs-and-ensembles): per step and per model-step, data loading excluded."""
     table = Table(f"Ensembles on {device}: M models trained on the same batches, one step of all M per round "
                   f"(data loading excluded; milliseconds)",
                   [("Implementation", ""), ("Workload", ""), ("Models", ""), ("Step (ms)", ".3f"),

@@ -163,7 +163,7 @@ def implementations_table(cases: dict, device: str, workload_id: str) -> Table:
 
 
 def runs_table(cases: dict, device: str, method: int = METHOD_VERSION) -> Table:
-    """The timed training run of every implementation and workload (README, "Implementations and workloads"): the
+    """The timed training run of every implementation and workload (docs/implementations.md#implementations-and-workloads): the
     program's time, the phases' summed time and each phase's total, one-shot phases and step_in_run included."""
     table = Table(f"The timed training run of every implementation on {device} (phase timers on; median of the runs, "
                   f"seconds)", [("Implementation", ""), ("Workload", ""), ("Steps", ""), ("Total Time (s)", ".3f"),
@@ -183,7 +183,7 @@ def runs_table(cases: dict, device: str, method: int = METHOD_VERSION) -> Table:
 
 
 def memory_table(cases: dict, device: str) -> Table:
-    """The peak memory of each training run (README, "Implementations and workloads")."""
+    """The peak memory of each training run (docs/implementations.md#implementations-and-workloads)."""
     table = Table(f"Peak memory of the training runs on {device}: the worker's resident memory"
                   + (", and the device memory allocated" if device != "cpu" else "") + " (MiB, median of the runs)",
                   [("Implementation", ""), ("Workload", ""), ("Peak resident (MiB)", ".0f")]

@@ -1,4 +1,4 @@
-"""Ensembles: M independent models trained on the same batches (README, "Concurrent jobs and ensembles").
+"""Ensembles: M independent models trained on the same batches (docs/gpu.md#concurrent-jobs-and-ensembles).
 
 Member k (1-based) is the Net built right after torch.manual_seed(k), so member 1 starts from the published
 model's weights and each other member from its own seed's; each has its own SGD. Two ways to train them,

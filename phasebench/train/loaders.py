@@ -1,4 +1,4 @@
-"""Python's data pipelines, one small function each (README, "Implementations and workloads").
+"""Python's data pipelines, one small function each (docs/implementations.md#implementations-and-workloads).
 
 Every loader yields (images, labels) batches of the same values in the same order: the published
 normalization, (x / 255 − 0.1307) / 0.3081, computed with the same float32 operations, so that every

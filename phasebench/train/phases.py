@@ -1,4 +1,4 @@
-"""The one Python table of phases (README, "What is measured"): what each prepares (untimed), times, and produces
+"""The one Python table of phases (docs/method.md#what-is-measured): what each prepares (untimed), times, and produces
 for the plain tests to check, and what the training run times under its name. Its C++ twin is
 Trainer::make_phases in cpp/src/phases.cpp. Names and labels come from phasebench/spec.py.
 """
@@ -37,7 +37,7 @@ class Phase:
         return self.body if self.run_body is SAME else self.run_body
 
 
-# -- products that prove the work (README, "What is measured") ---------------------------------
+# -- products that prove the work (docs/method.md#what-is-measured) ---------------------------------
 
 def _loaded(t: TrainingState) -> dict:
     return product(t.host[0], all_finite([t.host[0]]), batch=t.host_index)
@@ -138,7 +138,7 @@ ONE_SHOT = tuple(Phase(name, TrainingState.one_shot_prepare, TrainingState.run_o
 # The training run's total of a step replayed whole, with its log line when due.
 RUN_ONLY = (Phase(STEP_IN_RUN, None, None, None, run_body=TrainingState.whole_step_in_run),)
 # Not training phases: the empty timed region (the timer floor, worker_overhead), and the C++ example's
-# per-step loss.item() (README, "How our trainers differ from pytorch/examples").
+# per-step loss.item() (docs/method.md#how-our-trainers-differ-from-pytorchexamples-and-why).
 NOOP = Phase("noop", None, lambda t: None, lambda t: product(torch.empty(0), True))
 LOSS_ITEM = Phase("loss_item", TrainingState.forwarded, TrainingState.read_loss, lambda t: _loss_product(t, t.loss))
 EXTRA_PHASES = (LOSS_ITEM,)

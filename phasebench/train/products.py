@@ -1,11 +1,11 @@
-"""What a phase produced, for the plain tests to check that it did real work (README, "What is measured"); the
+"""What a phase produced, for the plain tests to check that it did real work (docs/method.md#what-is-measured); the
 C++ side reports the same fields (pb_result)."""
 
 from __future__ import annotations
 
 import torch
 
-# The checks a phase's product may carry (README, "What is measured"); None where a phase has none.
+# The checks a phase's product may carry (docs/method.md#what-is-measured); None where a phase has none.
 CHECKS = ("batch", "on_device", "matches_host", "resident", "recompute_error", "zero_before", "nonzero_grads",
           "update_error", "moved", "distinct", "leftovers")
 

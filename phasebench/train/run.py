@@ -1,4 +1,4 @@
-"""The training run (README, "The published table, redone"): the published loop, each phase timed in place
+"""The training run (docs/results.md#the-published-table-redone): the published loop, each phase timed in place
 (or only the whole loop, free-running), as the published program runs it. Its C++ twin is pb_train's loop in
 cpp/src/run.cpp."""
 

@@ -1,5 +1,5 @@
 """The Python implementation's training state and the operations its phases are made of: the pytorch/examples
-MNIST workload as the examples' users write it (README, "How our trainers differ from pytorch/examples"):
+MNIST workload as the examples' users write it (docs/method.md#how-our-trainers-differ-from-pytorchexamples-and-why):
 torchvision's MNIST with ToTensor and Normalize, a DataLoader of 64 without shuffling, the C++ example's Net,
 SGD(0.01, 0.5), and a log line every 10 batches. An implementation's pieces change the loader
 (phasebench/train/loaders.py), the step (steps.py) or the optimizer's flags (model.py), and every workload the
@@ -151,7 +151,7 @@ class TrainingState:
         if self.log_due:
             self.print_progress()
 
-    # -- the one-shot phases: capture, compile (README, "CUDA graphs and torch.compile") ----------------
+    # -- the one-shot phases: capture, compile (docs/gpu.md#cuda-graphs-and-torchcompile) ----------------
     def one_shot_prepare(self):
         self.step_piece.one_shot_prepare(self)
 
@@ -188,7 +188,7 @@ class TrainingState:
 
     def release(self):
         """Free what earlier rounds left (batches, outputs, losses with their graphs, gradients),
-        so that no timed body frees it (README, "What is measured")."""
+        so that no timed body frees it (docs/method.md#what-is-measured)."""
         self.host = self.data = self.target = self.output = self.loss = None
         self.fresh = self.update_check = self.rng_before = None
         self.optimizer.zero_grad()  # set_to_none, as LibTorch's
@@ -236,6 +236,5 @@ class TrainingState:
         raise IndexError(f"batch {index} of an epoch of {len(self.loader)} batches")
 
     def peak_device_memory(self) -> int | None:
-        """Peak bytes allocated on the device since train() began; None on cpu (README, "Implementations and
-        workloads")."""
+        """Peak bytes allocated on the device since train() began; None on cpu (docs/implementations.md#implementations-and-workloads)."""
         return torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None

@@ -1,5 +1,5 @@
 """How a training step executes: eagerly (as published), captured whole into CUDA graphs and replayed, or with the
-model through torch.compile (README, "CUDA graphs and torch.compile"). A step is a piece of an implementation
+model through torch.compile (docs/gpu.md#cuda-graphs-and-torchcompile). A step is a piece of an implementation
 (phasebench/spec.py's STEPS say what each implies): the trainer asks its step and never tests a name. Its C++ twin
 is the Step interface in cpp/src/trainer.h (the eager step in cpp/src/step.cpp, the CUDA-graph step in cpp/src/graph_step.cpp).
 

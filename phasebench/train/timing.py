@@ -1,4 +1,4 @@
-"""The clock and its neighbours (README, "What is measured"): a timed body with nothing but the body between
+"""The clock and its neighbours (docs/method.md#what-is-measured): a timed body with nothing but the body between
 the clock reads (on cuda the cheapest synchronization at both ends), the CPU clocks just outside them, the
 page faults read outside the clock, and the test-only slowdown the gate's studies add to one phase.
 Its C++ twin is cpp/src/clock.cpp."""

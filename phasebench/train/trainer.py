@@ -106,7 +106,7 @@ class Trainer(TrainingState):
         self.model.train()
         return 100.0 * correct / len(test_set), loss_sum / len(test_set)
 
-    # -- ensembles (README, "Concurrent jobs and ensembles"; phasebench/train/ensemble.py) ------------------------
+    # -- ensembles (docs/gpu.md#concurrent-jobs-and-ensembles; phasebench/train/ensemble.py) ------------------------
     def start_ensemble(self, models: int) -> None:
         """M models from seeds 1..M with this trainer's dropout, workload and optimizer flags; replaces the last
         ensemble. It reseeds the global generator; the trainer's own model is left as it is."""

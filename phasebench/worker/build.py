@@ -122,9 +122,9 @@ def toolchain_missing() -> str | None:
     return None
 
 
-def library_path(quiet: bool = True) -> Path:
-    """The built library, building it first if the cache has none for this hash."""
-    return _built(LIBRARY_NAME, SOURCES, target=None, quiet=quiet)
+def library_path(quiet: bool = True, announce=None) -> Path:
+    """The built library, building it first if the cache has none for this hash; `announce(line)` says so first."""
+    return _built(LIBRARY_NAME, SOURCES, target=None, quiet=quiet, announce=announce)
 
 
 def plain_program_path(quiet: bool = True) -> Path:
@@ -132,7 +132,7 @@ def plain_program_path(quiet: bool = True) -> Path:
     return _built(PLAIN_NAME, PLAIN_SOURCES, target="plain", quiet=quiet)
 
 
-def _built(name: str, sources: tuple[str, ...], target: str | None, quiet: bool) -> Path:
+def _built(name: str, sources: tuple[str, ...], target: str | None, quiet: bool, announce=None) -> Path:
     missing = toolchain_missing()
     if missing:
         raise BuildUnavailable(missing)
@@ -157,10 +157,13 @@ def _built(name: str, sources: tuple[str, ...], target: str | None, quiet: bool)
                                          if key not in ("TORCH_VERSION", "TARGET")]
         if not quiet:
             print(f"building {library} ...", file=sys.stderr, flush=True)
+        if announce:
+            announce(f"phasebench: building the C++ library against torch {variables['TORCH_VERSION']} in {out_dir} "
+                     f"(once per source and toolchain; a few minutes on 2 cores) ...")
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             raise BuildFailed(f"C++ build failed ({' '.join(command)}):\n{done.stdout}{done.stderr}")
-        if done.stderr.strip():  # warnings: -Wall -Wextra should be clean (README)
+        if done.stderr.strip():  # warnings: -Wall -Wextra should be clean (docs/architecture.md#the-c-abi-and-the-build)
             (out_dir / "warnings.txt").write_text(done.stderr)
         partial.rename(library)
     return library

@@ -27,7 +27,7 @@ SANITIZER_REPORT = re.compile(r"^==(\d+)==ERROR: \w*Sanitizer\b")
 
 class PhaseRound(NamedTuple):
     ns: int  # the timed body, synchronized at both ends
-    cpu_ns: int  # the worker process's CPU time across it (all threads; see README, "Utilization")
+    cpu_ns: int  # the worker process's CPU time across it (all threads; see docs/utilization.md#utilization)
     thread_cpu_ns: int  # the CPU time of the thread that ran it
     product: dict  # what the phase produced (phasebench.train.trainer.product)
     minor_faults: int = 0  # the worker process's page faults across the round, read outside the clock
@@ -43,7 +43,7 @@ class WorkerDied(RuntimeError):
 
 
 class WorkerClock:
-    """pytest-benchmark's timer for phases timed inside a worker (README, "What is measured").
+    """pytest-benchmark's timer for phases timed inside a worker (docs/method.md#what-is-measured).
 
     It stands still while the pytest process talks to the worker and advances by each duration
     the worker reports, so pytest-benchmark's statistics see exactly the in-worker times."""

@@ -235,7 +235,7 @@ class CppTrainer:
                    ctypes.byref(steps), ctypes.byref(loop_ns), ctypes.byref(cpu_ns))
         return dict(zip(names, totals)), steps.value, loop_ns.value, cpu_ns.value
 
-    # Ensembles (README, "Concurrent jobs and ensembles"), as phasebench.train.trainer.Trainer's methods of the same names.
+    # Ensembles (docs/gpu.md#concurrent-jobs-and-ensembles), as phasebench.train.trainer.Trainer's methods of the same names.
     def start_ensemble(self, models: int) -> None:
         self._call("pb_ensemble_create", self.handle, models)
         self.ensemble_size = models

@@ -5,7 +5,7 @@
 Requests arrive as JSON lines on stdin; each gets one JSON line on FD. The process's own
 stdout is pointed at stderr so that nothing printed by torch, torchvision or LibTorch can
 corrupt the replies. The C++ worker loads the library with ctypes and never imports torch
-or the Python trainer (README, "How it is built").
+or the Python trainer (docs/architecture.md#the-c-abi-and-the-build).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def load_libraries(language: str, library: str | None = None):
     languages alike: the Python program's imports (torch, torchvision and the trainer, as pytorch/examples' main.py
     imports them at its top), the C++ program's shared libraries (LibTorch, through the suite's library). The
     set-up then holds the same kind of work in both: opening the data, building the model and optimizer
-    (docs/method.md#the-training-run)."""
+    (docs/architecture.md#set-up-the-same-kind-of-work-in-both-languages)."""
     if language == "python":
         import torchvision  # noqa: F401  (the program's import, not its set-up)
 
@@ -44,7 +44,7 @@ class PythonAdapter:
         trainer = load_libraries("python")
         PHASE_NAMES, Trainer = trainer.PHASE_NAMES, trainer.Trainer  # noqa: N806
 
-        # The program's own time starts here, with its imports done (README, "The published table, redone").
+        # The program's own time starts here, with its imports done (docs/results.md#the-published-table-redone).
         start = time.perf_counter_ns()
         self.trainer = Trainer(**options)
         self.setup_ns = time.perf_counter_ns() - start
@@ -115,7 +115,7 @@ def pci_bus_id(device: str) -> str | None:
 
 
 def fault(kind: str):
-    """Test-only fault knob (README, "Faults and bad input"): make this worker die or hang on purpose,
+    """Test-only fault knob (docs/faults.md#faults-and-bad-input): make this worker die or hang on purpose,
     on a "fault" request or on the phases named in PHASEBENCH_TEST_FAULT."""
     if kind == "segfault":
         ctypes.string_at(0)
@@ -188,10 +188,10 @@ def handle(adapter, request: dict) -> dict:
         return {"phase_ns": totals, "steps": steps, "loop_ns": loop_ns, "phase_cpu_ns": cpu_ns,
                 "setup_ns": adapter.setup_ns, "program_ns": adapter.setup_ns + loop_ns,
                 # This process's peak resident memory so far (Linux reports KiB), and the device's peak since
-                # train() began (README, "Implementations and workloads").
+                # train() began (docs/implementations.md#implementations-and-workloads).
                 "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                 "peak_device_bytes": trainer.peak_device_memory()} | clock
-    # Ensembles (README, "Concurrent jobs and ensembles"): M models built from seeds 1..M, a timed step of all
+    # Ensembles (docs/gpu.md#concurrent-jobs-and-ensembles): M models built from seeds 1..M, a timed step of all
     # of them, a member's parameters.
     if command == "ensemble_start":
         trainer.start_ensemble(request["models"])

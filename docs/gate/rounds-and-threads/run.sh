@@ -1,5 +1,5 @@
 #!/bin/bash
-# How these runs were made (README, "Baselines and CI gating"): TREE is a clean clone of the measured commit
+# How these runs were made (docs/gating.md#baselines-and-ci-gating): TREE is a clean clone of the measured commit
 # with its venv; five interleaved pairs of runs per experiment, nothing else running on the machine.
 #   docs/gate/rounds-and-threads/run.sh TREE OUT_DIR
 set -euo pipefail
