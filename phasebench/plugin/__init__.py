@@ -10,7 +10,6 @@ installed; under the entry point's name that listing does nothing.
 from __future__ import annotations
 
 import os
-import shlex
 import signal
 import sys
 from dataclasses import dataclass, field
@@ -20,6 +19,13 @@ import pytest
 from phasebench import data, gate, registry, utilization
 from phasebench.plugin import machine
 from phasebench.plugin.cases import RUN_ORDER, SELECTIONS, chosen_selections, left_out_line  # noqa: F401
+from phasebench.plugin.guards import (  # noqa: F401  (the tests read them here)
+    REFUSED_BENCHMARK_OPTIONS,
+    given_options,
+    histogram_unavailable,
+    misread_path_option,
+    refused_option,
+)
 from phasebench.registry import DEVICES
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload, parse_sizes, workloads
@@ -28,26 +34,9 @@ from phasebench.worker import build
 pytest_plugins = ["phasebench.plugin.gating", "phasebench.plugin.cases"]  # --phase-ratio-fail and baseline checks (docs/gating.md#baselines-and-ci-gating)
 
 COMMIT_ENV, DIRTY_ENV = "PHASEBENCH_COMMIT", "PHASEBENCH_DIRTY"  # for a copy without git history
-PATH_OPTIONS = ("--mnist-root",)  # options whose value pytest may take for a test path (docs/options.md#options)
 DEFAULT_DATA = build.ROOT / "data"  # the repository's, wherever pytest is started
 DEFAULT_STORAGE = f"file://{build.ROOT / '.benchmarks'}"  # phasebench.report and phasebench.gate read it too
 PYTEST_BENCHMARK_STORAGE = "file://./.benchmarks"  # pytest-benchmark's default, relative to where pytest started
-# pytest-benchmark options the suite cannot honour: every phase is timed inside its worker process, for the rounds
-# the suite's own options set (docs/options.md#options). Each is refused in one line that names what to use instead.
-WORKER_TIMING = "phasebench times each phase inside its worker process"
-REFUSED_BENCHMARK_OPTIONS = {
-    "--benchmark-min-rounds": f"{WORKER_TIMING} for a fixed number of rounds: use --rounds N",
-    "--benchmark-max-time": f"{WORKER_TIMING} for a fixed number of rounds: use --rounds N",
-    "--benchmark-min-time": f"{WORKER_TIMING}, one call a round: use --rounds N",
-    "--benchmark-precision": f"{WORKER_TIMING} for a fixed number of rounds: use --rounds N",
-    "--benchmark-confidence": f"{WORKER_TIMING} for a fixed number of rounds: use --rounds N",
-    "--benchmark-calibration-precision": f"{WORKER_TIMING}, one call a round, never calibrated: use --rounds N",
-    "--benchmark-warmup": f"{WORKER_TIMING} after its own warm-up rounds: use --warmup-rounds N",
-    "--benchmark-warmup-iterations": f"{WORKER_TIMING} after its own warm-up rounds: use --warmup-rounds N",
-    "--benchmark-timer": f"{WORKER_TIMING} with its own clock (time.perf_counter_ns, std::chrono::steady_clock)",
-    "--benchmark-disable-gc": f"{WORKER_TIMING}; the pytest process's garbage collector is not in the clock",
-    "--benchmark-cprofile": f"{WORKER_TIMING}; the work runs there, out of cProfile's sight",
-}
 # test_concurrent_jobs' N per device when --jobs is not given: on cpu the jobs share the intra-op threads.
 DEFAULT_JOBS = {"cpu": (1, 2), "cuda": (1, 2, 4)}
 DEFAULT_MODELS = (1, 4, 16)  # test_ensemble's M when --models is not given
@@ -147,58 +136,6 @@ def _choices(config, option: str, valid: tuple[str, ...]) -> tuple[str, ...]:
     if bad or not chosen:
         raise pytest.UsageError(f"--{option} {value!r}: valid values are {', '.join(valid)} (comma-separated)")
     return chosen
-
-
-def misread_path_option(config) -> str | None:
-    """The one-line stop for `--mnist-root /abs/path` (a separate value) that made pytest choose another
-    root directory and configuration than the command means: pytest picks them before any plugin has
-    declared the option, taking an existing path for a test path, and then drops pytest.ini's testpaths
-    and addopts without a word. None when the choice is the one the command means."""
-    from _pytest.config.findpaths import determine_setup
-
-    args = list(config.invocation_params.args)
-    given = [(option, args[i + 1]) for i, option in enumerate(args[:-1]) if option in PATH_OPTIONS]
-    if not given:
-        return None
-    meant_root, meant_ini, *_ = determine_setup(
-        inifile=config.option.inifilename, override_ini=config.option.override_ini, args=config.option.file_or_dir,
-        rootdir_cmd_arg=config.option.rootdir or None, invocation_dir=config.invocation_params.dir)
-    if (meant_root, meant_ini) == (config.rootpath, config.inipath):
-        return None
-    option, value = given[0]
-    return (f"{option} {value}: pytest took {value} for a test path and chose its configuration from it (root "
-            f"directory {config.rootpath}, ini file {config.inipath or 'none'}, not {meant_ini or meant_root}); "
-            f"write {option}={value}")
-
-
-def given_options(config) -> set[str]:
-    """The long options the command line, PYTEST_ADDOPTS and the ini file's addopts name (values set to a
-    default still count: they were asked for)."""
-    args = [*config.getini("addopts"), *shlex.split(os.environ.get("PYTEST_ADDOPTS", "")),
-            *config.invocation_params.args]
-    return {arg.split("=", 1)[0] for arg in (args[:args.index("--")] if "--" in args else args) if arg.startswith("--")}
-
-
-def refused_option(config) -> str | None:
-    """The one-line refusal of a pytest-benchmark option the suite cannot honour, or None."""
-    given = given_options(config)
-    for option, why in REFUSED_BENCHMARK_OPTIONS.items():
-        if option in given:
-            return f"{option} is not supported: {why}"
-    return None
-
-
-def histogram_unavailable(config) -> str | None:
-    """--benchmark-histogram without pygal and pygaljs would end the run in a traceback after every benchmark ran."""
-    import importlib.util
-
-    if not getattr(config.option, "benchmark_histogram", None):
-        return None
-    missing = [name for name in ("pygal", "pygaljs") if importlib.util.find_spec(name) is None]
-    if missing:
-        return (f"--benchmark-histogram needs {' and '.join(missing)}: pip install -r requirements.txt "
-                f"(pytest-benchmark[histogram])")
-    return None
 
 
 def nothing_can_run(impls: tuple[str, ...], devices: tuple[str, ...], cuda_reason: str | None) -> str | None:
