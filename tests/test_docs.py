@@ -77,7 +77,7 @@ def broken_citations(root: Path, files: list[Path]) -> list[str]:
 
 
 def test_every_cited_docs_file_and_anchor_exists():
-    current = [path for path in tracked_text_files(ROOT) if not historical(path)]
+    current = [path for path in tracked_text_files(ROOT) if not historical(path) and path.name != "test_docs.py"]
     assert broken_citations(ROOT, current) == []
 
 

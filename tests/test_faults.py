@@ -229,8 +229,9 @@ def test_the_results_of_the_cases_that_ran_are_saved(faulty_run):
 def test_cuda_without_a_gpu_skips_with_the_reason(faulty_run):
     outcomes, run, _ = faulty_run
     for phase in FAULTY_CASES:
-        assert outcomes[f"test_phase[{phase}-cpp-cuda]"] == (
-            "skipped", "no usable GPU: torch.cuda.is_available() is False"), run.stdout
+        outcome, reason = outcomes[f"test_phase[{phase}-cpp-cuda]"]
+        # Why depends on the machine: a CPU build of torch, no GPU that NVML lists, or torch that cannot use it.
+        assert outcome == "skipped" and reason.startswith("no usable GPU: "), run.stdout
 
 
 def test_ctrl_c_keeps_the_results_of_the_finished_cases(pytestconfig, cpp_library, tmp_path):
@@ -382,7 +383,7 @@ def test_the_plugin_is_installed_under_its_module_name():
         pytest.skip("phasebench is not installed in this environment: pip install -r requirements.txt")
     assert [ep.name for ep in found] == ["phasebench.plugin"], "conftest.py's pytest_plugins must find it registered"
     run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
-                          str(ROOT / "bench" / "test_registry.py"), "--impl", "all"],
+                          str(ROOT / "tests" / "test_registry.py"), "--impl", "all"],
                          cwd="/", capture_output=True, text=True, timeout=300)
     assert run.returncode == pytest.ExitCode.OK, run.stdout + run.stderr
 
@@ -392,7 +393,7 @@ def test_the_plugin_is_installed_under_its_module_name():
 
 @pytest.mark.parametrize("options, env, error", [
     (["--device", "cuda"], {"CUDA_VISIBLE_DEVICES": ""},
-     "ERROR: --device cuda: no usable GPU: torch.cuda.is_available() is False"),
+     "ERROR: --device cuda: no usable GPU: "),
     (["--impl", "cpp"], {"CXX": "no-such-compiler"},
      "ERROR: --impl cpp: no C++ toolchain: 'no-such-compiler' not found on PATH (install g++ and make)"),
 ], ids=["cuda-without-gpu", "cpp-without-compiler"])
@@ -400,7 +401,8 @@ def test_asking_only_for_what_cannot_run_is_a_usage_error(options, env, error):
     """A GPU runner that lost its GPU must not pass green with every case skipped (docs/options.md#options)."""
     run = run_suite("--benchmark-only", *options, env=env)
     assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
-    assert [line for line in run.stderr.splitlines() if line.startswith("ERROR:")] == [error], run.stderr
+    errors = [line for line in run.stderr.splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1 and errors[0].startswith(error), run.stderr  # why no GPU depends on the machine
 
 
 def test_a_pytest_benchmark_option_it_cannot_honour_is_refused():
@@ -430,7 +432,7 @@ def test_run_from_another_directory_creates_nothing_there(pytestconfig, tmp_path
     """The default data/ and .benchmarks/ are the repository's, wherever pytest is started (docs/options.md#options)."""
     data = [] if pytestconfig.getoption("mnist_root") == str(plugin.DEFAULT_DATA) else _data_options(pytestconfig)
     run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--device=cpu",
-                          str(ROOT / "bench" / "test_registry.py"), "-k", "every_implementation", *data],
+                          str(ROOT / "tests" / "test_registry.py"), "-k", "every_implementation", *data],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == pytest.ExitCode.OK, run.stdout + run.stderr
     assert list(tmp_path.iterdir()) == []

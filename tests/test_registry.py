@@ -77,7 +77,7 @@ def test_workload_option_values():
 def test_jobs_and_models_make_the_cases(settings):
     """phasebench/plugin/__init__.py's case generation, given --impl all, --jobs per device and --models: each device's
     concurrent-jobs counts and every ensemble size, for the implementations that run them."""
-    from phasebench import plugin
+    from phasebench.plugin import cases as plugin
 
     chosen = replace(settings, impls=registry.NAMES, jobs={"cpu": (1, 3), "cuda": (2,)}, models=(2, 5))
 
@@ -102,7 +102,7 @@ def test_a_sweep_runs_workload_after_workload_and_each_pooled_worker_stops_after
     session's end they filled this machine's 24 GiB and slowed every clock. Generated workload by workload and
     stopped after their last case (conftest.py), at most a few live at once."""
     import conftest
-    from phasebench import plugin
+    from phasebench.plugin import cases as plugin
     from phasebench.spec import workloads
 
     chosen = replace(settings, impls=registry.NAMES, workloads=workloads((1, 4, 16), (64, 256)))

@@ -18,7 +18,14 @@ import pytest
 
 from phasebench import data, gate, registry, utilization
 from phasebench.plugin import machine
-from phasebench.plugin.cases import RUN_ORDER, SELECTIONS, chosen_selections, left_out_line  # noqa: F401
+from phasebench.plugin.cases import (  # noqa: F401  (the case hooks are this plugin's; RUN_ORDER for the cases)
+    RUN_ORDER,
+    SELECTIONS,
+    chosen_selections,
+    left_out_line,
+    pytest_collection_modifyitems,
+    pytest_generate_tests,
+)
 from phasebench.plugin.guards import (  # noqa: F401  (the tests read them here)
     REFUSED_BENCHMARK_OPTIONS,
     given_options,
@@ -31,7 +38,7 @@ from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload, parse_sizes, workloads
 from phasebench.worker import build
 
-pytest_plugins = ["phasebench.plugin.gating", "phasebench.plugin.cases"]  # --phase-ratio-fail and baseline checks (docs/gating.md#baselines-and-ci-gating)
+pytest_plugins = ["phasebench.plugin.gating"]  # --phase-ratio-fail and baseline checks (docs/gating.md#baselines-and-ci-gating)
 
 COMMIT_ENV, DIRTY_ENV = "PHASEBENCH_COMMIT", "PHASEBENCH_DIRTY"  # for a copy without git history
 DEFAULT_DATA = build.ROOT / "data"  # the repository's, wherever pytest is started
