@@ -281,6 +281,10 @@ def test_same_losses_with_dropout(fresh_pair):
 
 
 def test_same_one_epoch_run(fresh_pair):
+    """The published run itself, a whole epoch in both languages, ends in bit-identical weights and accuracy.
+    Why it cannot be cheaper (about 30 s here): the short runs of the other tests stop before the epoch's short last
+    batch, its log lines and the evaluation; only a whole epoch proves that train() walks the epoch as the
+    published programs do, to the bit."""
     pair = fresh_pair(PUBLISHED_DROPOUT)
     layout = pair.python.request({"cmd": "layout"})["layout"]
     # train() starts the published run by building a new model from the generator, so set_params
@@ -391,7 +395,9 @@ def test_tensor_loader_same_items(settings):
 def test_variant_same_training(variant_pair, variant):
     """From the same weights, the same losses and the same weights after STEPS steps, to the bit, with the
     published dropout: the variant changes how the work is done, not what is computed, masks included. (With
-    dropout off the same steps skip only the masks: a run that matches with them matches without.)"""
+    dropout off the same steps skip only the masks: a run that matches with them matches without.) Why it takes
+    up to 20 s here: two fresh workers, torch imported in each, and STEPS steps, the fewest that reach an update
+    with momentum and a log line."""
     assert_same_training(variant_pair(variant, PUBLISHED_DROPOUT), f"dropout {PUBLISHED_DROPOUT}")
 
 
@@ -650,7 +656,9 @@ def test_compiled_same_training(settings, tmp_path, variant, dropout):
     """The compiled model trains as eager Python, within the rounding of the kernels inductor fuses (above). With
     torch._inductor.config.fallback_random the compiled code draws eager's dropout masks, so the published
     dropout is compared too. One cold compile per test: dropout-on, the graph that is timed, runs in the test
-    command; dropout-off runs where --impl names the variant (a second compile takes 70-110 s here)."""
+    command; dropout-off runs where --impl names the variant (a second compile takes 70-110 s here). Why it
+    cannot be cheaper (about 30 s here): the compile phase must be cold (a cache of its own, docs/gpu.md), and
+    only a compile proves the compiled step trains as eager does."""
     if dropout == 0.0 and variant not in settings.impls:
         pytest.skip(f"a second cold compile is beyond the test command's budget: run with --impl {variant}")
     reference = registry.language_reference(registry.get(variant)).name

@@ -38,7 +38,9 @@ def test_a_free_running_loop_faults_no_more_per_step_than_a_plain_program(new_wo
 
 
 def test_the_plain_programs_train_and_report_their_faults(settings, cpp_library, tmp_path):
-    """Both plain programs (python -m phasebench.plain's references) train a few steps and say what they did."""
+    """Both plain programs (python -m phasebench.plain's references) train a few steps and say what they did.
+    Why it takes about 15 s here: two programs of their own, each importing or loading torch, each opening both
+    splits as the published programs do."""
     for language in plain.LANGUAGES:
         run = plain.plain_run(language, settings.source, epochs=1, threads=1, log=str(tmp_path / f"{language}.log"),
                               max_steps=PLAIN_CHECK_STEPS)
