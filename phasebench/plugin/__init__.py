@@ -24,7 +24,7 @@ from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload, parse_sizes, workloads
 from phasebench.worker import build
 
-pytest_plugins = ["phasebench.plugin.gating", "phasebench.plugin.cases"]  # --phase-ratio-fail and baseline checks (README, "Baselines and CI gating")
+pytest_plugins = ["phasebench.plugin.gating", "phasebench.plugin.cases", "phasebench.plugin.counting"]  # --phase-ratio-fail and baseline checks (README, "Baselines and CI gating")
 
 COMMIT_ENV, DIRTY_ENV = "PHASEBENCH_COMMIT", "PHASEBENCH_DIRTY"  # for a copy without git history
 PATH_OPTIONS = ("--mnist-root",)  # options whose value pytest may take for a test path (README, "Options")
@@ -72,12 +72,14 @@ class Settings:
     slow: gate.SlowPhase | None = None  # the test-only PHASEBENCH_TEST_SLOW_PHASE knob
     jobs: dict[str, tuple[int, ...]] = field(default_factory=lambda: dict(DEFAULT_JOBS))  # per device (--jobs)
     models: tuple[int, ...] = (1, 4, 16)  # test_ensemble's M (--models)
+    count: dict | None = None  # --count instructions (phasebench/plugin/counting.py): the workers' Valgrind prefix
 
     def worker_options(self, device: str, log_path: str, impl: str, workload: Workload = DEFAULT_WORKLOAD) -> dict:
         """What a worker of `impl` on `device` trains: its implementation's pipeline on this workload."""
         options = {"root": self.source.root, "device": device, "threads": self.threads, "seed": 1,
                    "log_path": log_path}
         options |= registry.get(impl).trainer_options() | workload.as_options()
+        options |= {"count": self.count} if self.count else {}
         return options | (self.slow.trainer_options(impl) if self.slow else {})
 
 

@@ -20,18 +20,25 @@ from phasebench.results import case_key, ratio_pairs
 
 # --- the answer at a glance: pytest's terminal summary (phasebench/plugin/__init__.py) and the report ------------
 
-def direction(ratio: float) -> str:
+def direction(ratio: float, counted: bool = False) -> str:
     """A ratio to the reference with its direction in words: 2.41× slower, 0.96× — faster, 1.00× — the same (to
-    the hundredth)."""
+    the hundredth); of instruction counts, more or fewer instructions."""
     text = f"{ratio:.2f}×"
     if text == "1.00×":
         return f"{text} — the same"
+    if counted:
+        return f"{text} more instructions" if ratio > 1 else f"{text} — fewer instructions"
     return f"{text} slower" if ratio > 1 else f"{text} — faster"
 
 
-def _ratio_cells(values: dict[str, float | None], pairs: list[tuple[str, str]]) -> list[str]:
-    return [direction(values[impl] / values[reference]) if values.get(impl) and values.get(reference) else "—"
-            for impl, reference in pairs]
+def _ratio_cells(values: dict[str, float | None], pairs: list[tuple[str, str]], counted: bool = False) -> list[str]:
+    return [direction(values[impl] / values[reference], counted) if values.get(impl) and values.get(reference)
+            else "—" for impl, reference in pairs]
+
+
+def is_counted(benchmarks) -> bool:
+    """Whether these results hold instruction counts (--count instructions), not times."""
+    return any((bench.get("extra_info") or {}).get("metric") == "instructions" for bench in benchmarks)
 
 
 def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -54,20 +61,22 @@ def answer(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
     (Total Time, Summed Time, each phase's total, Step In Run where a step is replayed whole) the same way. Generic over implementations: a column per
     implementation present, a ratio column per implementation whose reference is present."""
     cases = {key: bench for bench in benchmarks if (key := case_key(bench))}
+    counted = is_counted(benchmarks)  # the statistics are instructions (1e-9 each): ms read as M instructions
+    unit = "M instructions" if counted else "ms"
     sections = []
     for device in devices_of(cases):
         for workload_id in workloads_of(cases, device):
             present = [impl for impl in impls_of(cases) if any(key[1:] == (impl, device, workload_id) for key in cases)]
             pairs = ratio_pairs(present)
-            header = [f"{impl} (ms)" for impl in present] + [f"{impl} / {reference}" for impl, reference in pairs]
+            header = [f"{impl} ({unit})" for impl in present] + [f"{impl} / {reference}" for impl, reference in pairs]
             lines, rows = [], []
             for phase in PHASES:
                 medians = {impl: median_ms(cases, phase.name, impl, device, workload_id) for impl in present}
                 if any(value is not None for value in medians.values()):
                     rows.append([phase.name] + [NOT_RUN if value is None else f"{value:.4f}" for value in medians.values()]
-                                + _ratio_cells(medians, pairs))
+                                + _ratio_cells(medians, pairs, counted))
             if rows:
-                lines += _aligned(["phase: median per call"] + header, rows)
+                lines += _aligned([f"phase: median {'instructions ' if counted else ''}per call"] + header, rows)
             runs = {impl: cases[key]["extra_info"] | {"total": cases[key]["stats"]["median"]} for impl in present
                     if (key := ("training_run", impl, device, workload_id)) in cases}
             if runs:
@@ -89,7 +98,8 @@ def answer(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
                 lines += ["", COPY_ON_CPU_NOTE]
             if lines:
                 where = f"{device}, {workload_of_id(workload_id).label}" if workload_id else device
-                sections.append((f"phasebench: the answer on {where}", lines))
+                what = "instructions counted" if counted else "the answer"
+                sections.append((f"phasebench: {what} on {where}", lines))
     return sections
 
 
