@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from phasebench import data, gate, registry, utilization
-from phasebench.plugin import machine
+from phasebench.plugin import counting, machine
 from phasebench.plugin.cases import RUN_ORDER  # noqa: F401  (the cases read it from here)
 from phasebench.registry import DEVICES
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
@@ -262,6 +262,7 @@ def pytest_configure(config):
         sampling=not config.getoption("no_utilization"),
         gpu_expected="cuda" in devices and config.phasebench.cuda_reason is None)
     config.add_cleanup(config.phasebench.utilization.close)
+    counting.configure(config)  # --count instructions (phasebench/plugin/counting.py)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -26,21 +26,24 @@ def pytest_addoption(parser):
                          "--warmup-rounds/--rounds say otherwise (docs/instruction-counts.md)")
 
 
-def refusal(config, settings) -> str | None:
-    """Why --count instructions cannot run as asked, in one line, or None."""
+def refusal(config) -> str | None:
+    """Why --count instructions cannot run as asked, in one line, or None (from the options as given, before
+    anything else looks at them)."""
     if counting.valgrind_version() is None:
         return "--count instructions needs valgrind on PATH (apt-get install valgrind; .ci/run installs it)"
     compiler = os.environ.get("CXX", "g++")
     if build.toolchain_missing() or build.callgrind_header(compiler) is None:
         return ("--count instructions needs the C++ library built with <valgrind/callgrind.h> (the count bracket of "
                 "both languages): install g++, make and valgrind")
-    if config.getoption("device") and "cuda" in settings.devices:
+    if "cuda" in (config.getoption("device") or ""):
         return "--count instructions counts on cpu only: Valgrind cannot see a GPU's work (drop cuda from --device)"
-    workers = [impl for impl in settings.impls if registry.get(impl).loader == "workers"]
+    asked = config.getoption("impl") or ""
+    names = registry.NAMES if asked.strip() == "all" else [name.strip() for name in asked.split(",")]
+    workers = [impl for impl in names if impl in registry.NAMES and registry.get(impl).loader == "workers"]
     if workers:
         return (f"--count instructions cannot count {', '.join(workers)}: its loader's child process does the work "
                 f"outside the counted worker")
-    if settings.processes > 1:
+    if config.getoption("processes") > 1:
         return "--count instructions counts in the long-lived worker of each case: --processes must be 1"
     return None
 
@@ -52,14 +55,20 @@ def pinned_capability() -> str | None:
     return done.stdout.strip() or None
 
 
-@pytest.hookimpl(trylast=True)  # after phasebench's pytest_configure made config.phasebench
+@pytest.hookimpl(tryfirst=True)  # before phasebench's own checks: the refusal names the mode
 def pytest_configure(config):
+    if config.getoption("count", None):
+        why = refusal(config)
+        if why:
+            raise pytest.UsageError(why)
+
+
+def configure(config):
+    """Called at the end of phasebench's pytest_configure, which made config.phasebench: the mode's settings and
+    machine_info."""
     if not config.getoption("count", None) or not hasattr(config, "phasebench"):
         return
     settings = config.phasebench
-    why = refusal(config, settings)
-    if why:
-        raise pytest.UsageError(why)
     settings.devices = ("cpu",)
     settings.threads = 1
     given = {arg.split("=", 1)[0] for arg in config.invocation_params.args if arg.startswith("--")}
