@@ -98,6 +98,8 @@ def category(obj: str, function: str) -> str:
         return "MKL, oneDNN and JIT code"  # JIT kernels are code in no object: unnamed
     if base.startswith(_LIBC):
         return "C library and allocator"
+    if base.startswith("libphasebench") and not re.match(r"(phasebench::|pb_|Net|std::)", function):
+        base = "libtorch_cpu"  # LibTorch's header code inlined into the C++ trainer: read by symbol as LibTorch's
     if base.startswith(("libtorch_cpu", "libc10", "libtorch.so")):
         if _ONEDNN.search(function):
             return "MKL, oneDNN and JIT code"
