@@ -1,8 +1,8 @@
 """The instruction-count gate (docs/instruction-counts.md; .ci/bench-pr-count): base and head counted in the same
 job under `--count instructions`, one saved result each, and per case a verdict on head's median count against
-base's. The threshold of a case comes from its measured spread, never from a hand: ten times the larger of the
-spread measured on an unchanged tree (docs/instruction-counts/spread.json, from `--spread`) and of the spread of
-this job's own counted rounds of that case in base and head, and at least 0.5 %. A regression beyond it fails; an
+base's. The threshold of a case comes from its measured spread, never from a hand: ten times the
+spread measured across counts of an unchanged tree (docs/instruction-counts/spread.json, from `--spread`) or, for a
+case that file lacks, of this job's own counted rounds of that case in base and head; at least 0.5 %. A regression beyond it fails; an
 improvement beyond it is reported and never fails. A base without the mode, or whose count bracket differs from
 head's, is "not comparable": the gate passes with a note.
 
@@ -64,7 +64,8 @@ def decide(base: dict, head: dict, spreads: dict[str, float]) -> list[dict]:
     base_cases, head_cases = counted_cases(base), counted_cases(head)
     for name in sorted(base_cases.keys() & head_cases.keys()):
         b, h = base_cases[name], head_cases[name]
-        measured = max(spreads.get(name, 0.0), spread_percent(b["rounds"]), spread_percent(h["rounds"]))
+        # The spread measured across counts of an unchanged tree; for a case it lacks, this job's round-to-round one.
+        measured = spreads[name] if name in spreads else max(spread_percent(b["rounds"]), spread_percent(h["rounds"]))
         threshold = max(MIN_THRESHOLD, SPREAD_FACTOR * measured)
         change = 100.0 * (h["median"] / b["median"] - 1.0)
         verdict = "regression" if change > threshold else "improvement" if change < -threshold else "unchanged"
