@@ -95,3 +95,12 @@ def test_a_python_speed_up_is_no_cpp_regression_and_a_slower_cpp_fails(tmp_path)
     failed = {v.case: v.verdict for v in verdicts if v.failed}
     assert set(failed) == {"bench/test_phases.py::test_phase[forward-cpp-cpu]", "forward python/cpp on cpu"}, failed
     assert "and slower in its own medians" in failed["forward python/cpp on cpu"]
+
+
+def test_the_work_knob_is_parsed_for_both_languages():
+    from phasebench.gate import parse_slow_phase
+
+    knob = parse_slow_phase("cpp/backward:212443work", ("forward", "backward"), ("python", "cpp"))
+    assert knob.work == 212443 and knob.ns == 0 and knob.fraction == 0
+    assert knob.trainer_options("cpp") == {"slow_phase": "backward", "slow_work": 212443}
+    assert knob.trainer_options("python") == {}
