@@ -118,7 +118,7 @@ def counts_vs_times(counted: dict, timed: dict, device: str) -> Table:
 
 
 def split_chart(path: Path, cases: dict, device: str, title: str) -> bool:
-    """Stacked bars: per phase and implementation, the median round's instructions by category (millions)."""
+    """Stacked bars: per phase and implementation, the median round's instructions by category, in percent."""
     rows = [(f"{phase.name} {impl}", _info(cases, phase.name, impl, device)["split"])
             for phase in PHASES for impl in impls_of(cases)
             if (_info(cases, phase.name, impl, device) or {}).get("split")]
@@ -132,15 +132,18 @@ def split_chart(path: Path, cases: dict, device: str, title: str) -> bool:
     figure, axis = plt.subplots(figsize=(11, 0.42 * len(rows) + 1.8))
     colors = ["#3572A5", "#8fb3d9", "#e8a33d", "#f34b7d", "#6a3d9a", "#999999", "#cccccc"]
     left = [0.0] * len(rows)
+    totals = [sum(split.values()) or 1 for _, split in rows]
     for name, color in zip(CATEGORIES, colors):
-        widths = [split.get(name, 0) / 1e6 for _, split in rows]
+        widths = [100.0 * split.get(name, 0) / total for (_, split), total in zip(rows, totals)]
         axis.barh([label for label, _ in rows], widths, left=left, color=color, label=name)
         left = [a + b for a, b in zip(left, widths)]
+    for index, total in enumerate(totals):  # each bar's count, at its end
+        axis.text(100.5, index, f"{total / 1e6:.3g} M", va="center", fontsize=7)
     axis.invert_yaxis()
-    axis.set_xscale("symlog", linthresh=0.1)
-    axis.set_xlabel("million instructions per call (symlog scale)")
+    axis.set_xlim(0, 112)
+    axis.set_xlabel("% of the phase's instructions per call (its count in millions at the right)")
     axis.set_title(title, fontsize=10)
-    axis.legend(fontsize=8, loc="lower right")
+    axis.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
