@@ -104,3 +104,15 @@ def test_the_work_knob_is_parsed_for_both_languages():
     assert knob.work == 212443 and knob.ns == 0 and knob.fraction == 0
     assert knob.trainer_options("cpp") == {"slow_phase": "backward", "slow_work": 212443}
     assert knob.trainer_options("python") == {}
+
+
+def test_the_report_of_a_counted_result_shows_counts_split_and_the_interpreter_share(tmp_path):
+    from pathlib import Path
+
+    from phasebench.report.cli import render
+
+    saved = json.loads((Path(__file__).parents[1] / "docs/instruction-counts/spread/01.json").read_text())
+    text, _ = render(tmp_path / "01.json", saved, "markdown")
+    assert "**Instructions per call on cpu" in text and "| forward | 36,574,771 | 36,299,607 |" in text
+    assert "**Where the instructions go on cpu" in text
+    assert "CPython's interpreter executes 12.1 % of the instructions" in text
