@@ -87,7 +87,9 @@ def _library_or_skip(request, settings: Settings, impl: str, device: str) -> str
     """The C++ library a worker of that pair loads (None for python); skips what cannot run here."""
     if device == "cuda" and settings.cuda_reason:
         pytest.skip(settings.cuda_reason)
-    return request.getfixturevalue("cpp_library") if registry.get(impl).language == "cpp" else None
+    # --count instructions: both languages call the count bracket in the C++ library.
+    needs_library = registry.get(impl).language == "cpp" or settings.count
+    return request.getfixturevalue("cpp_library") if needs_library else None
 
 
 @pytest.fixture

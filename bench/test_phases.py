@@ -160,7 +160,8 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
     def one_round():
         worker = rounds.next()
         timed = worker.run_phase(phase)
-        worker_clock.advance(timed.ns)
+        # --count instructions: the clock pytest-benchmark reads advances by the round's count (1e-9 each).
+        worker_clock.advance(timed.counted["instructions"] if timed.counted else timed.ns)
         taken.append((worker, timed.ns, timed))
 
     benchmark.group = phase
@@ -184,12 +185,17 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
         if one_shot:
             fresh.stop()
 
-    counted = taken[-settings.rounds:] if benchmark.enabled else taken
+    # The rounds pytest-benchmark counted: after the warm-up (run through one_round with one worker), before the rounds
+    # the product checks add under CHECKED_ROUNDS.
+    first = settings.warmup_rounds if settings.processes == 1 and not one_shot else 0
+    counted = taken[first:first + settings.rounds] if benchmark.enabled else taken
     floors = [worker.timer_floor_ns for worker in rounds.workers]
     benchmark.extra_info.update(timer_floor_s=statistics.median(floors) / 1e9,
                                 timer_floors_s=[floor / 1e9 for floor in floors],
                                 **phase_cpu([timed for _, _, timed in counted]),
                                 **phase_faults([timed for _, _, timed in counted]))
+    if settings.count:
+        benchmark.extra_info.update(counted_info([timed.counted for _, _, timed in counted], rounds.workers))
 
     resident = device == "cpu" or registered.split_on_device
     products = [timed.product for _, _, timed in taken]
@@ -203,6 +209,21 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
             problems += batch_problems([timed.product["batch"] for w, _, timed in taken if w is worker],
                                        workload.steps_per_epoch)
     assert not problems, f"{phase} ({impl} on {device}, {workload.label}):\n  " + "\n  ".join(problems[:10])
+
+
+def counted_info(rounds: list[dict], workers) -> dict:
+    """What a counted case records (docs/instruction-counts.md): the metric and its unit, each counted round's
+    instructions, the empty bracket's count (the floor), where the median round's instructions went, and the
+    functions with the most of them in the last round."""
+    import statistics
+
+    counts = [r["instructions"] for r in rounds]
+    middle = sorted(rounds, key=lambda r: r["instructions"])[len(rounds) // 2]
+    floors = [w.info["count_floor"] for w in workers]
+    return {"metric": "instructions", "unit": "instructions", "instructions": counts,
+            "instructions_median": statistics.median(counts), "count_floor": statistics.median(floors),
+            "count_floors": floors, "count_labels": [r["label"] for r in rounds], "split": middle["split"],
+            "top_functions": rounds[-1]["top"], "cpu_capability": workers[0].info.get("cpu_capability")}
 
 
 def after_one_shot(worker, phase: str) -> list[str]:

@@ -19,6 +19,10 @@ changes.
    longer returned to the kernel after every step and faulted back in inside the clocks (docs/page-faults.md);
    python-tensor normalizes per index as LibTorch does (no torchvision argument checks); the page faults
    across every round and run are recorded.
+
+Which metric a result holds is recorded beside its method (machine_info["phasebench"]["metric"]: "time", or
+"instructions" for `--count instructions`, docs/instruction-counts.md; none recorded is time). A count is never
+compared with a time: mismatch() refuses it as it refuses another method.
 """
 
 from __future__ import annotations
@@ -41,9 +45,17 @@ def method_of(result: dict) -> int:
     return ((result.get("machine_info") or {}).get("phasebench") or {}).get("method") or 1
 
 
-def mismatch(baseline_path, baseline: dict, current_method: int) -> str | None:
-    """One line when a baseline was measured by another method than `current_method`, else None."""
-    method = method_of(baseline)
+def metric_of(result: dict) -> str:
+    """What a saved result's statistics hold: "time" (seconds), or "instructions" (1e-9 per instruction)."""
+    return ((result.get("machine_info") or {}).get("phasebench") or {}).get("metric") or "time"
+
+
+def mismatch(baseline_path, baseline: dict, current_method: int, current_metric: str = "time") -> str | None:
+    """One line when a baseline was measured by another method or metric than this run's, else None."""
+    method, metric = method_of(baseline), metric_of(baseline)
+    if metric != current_metric:
+        return (f"{baseline_path} holds {metric}, this run {current_metric} (see phasebench/results.py): a count is "
+                f"never compared with a time; measure a baseline of the same metric")
     if method == current_method:
         return None
     return (f"{baseline_path} was measured by phasebench method {method}, this run by method {current_method} "

@@ -17,6 +17,11 @@ extern "C" {
  * The library copies the string. A later call replaces the knob; neither ns nor fraction may be negative. */
 int pb_testing_slow_phase(pb_session* session, const char* phase, int64_t ns, double fraction);
 
+/* The same knob as deterministic work: from this call on, `phase` runs `iterations` iterations of a fixed loop after
+ * its body, reading no clock, so that it adds the same instructions each round (the instruction-count gate's
+ * injected regression, docs/instruction-counts.md). A later call of either replaces the knob. */
+int pb_testing_slow_work(pb_session* session, const char* phase, int64_t iterations);
+
 #ifdef __cplusplus
 }
 #endif

@@ -36,6 +36,7 @@ void sync(const torch::Device& device) {
 
 // On cpu nothing but the body between the two clock reads. The process CPU time is read just outside them.
 Timing timed(const torch::Device& device, const std::function<void()>& body) {
+  if (counting_phases()) return counted(body);  // the instruction-count mode: the bracket instead of the clock
   if (device.is_cuda()) {
     sync(device);
     const int64_t cpu_start = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID),
@@ -72,7 +73,19 @@ std::pair<int64_t, int64_t> page_faults() {
   return {usage.ru_minflt, usage.ru_majflt};
 }
 
+// Deterministic work, no clock: the same instructions each round (the instruction-count gate's injected regression).
+void added_work(int64_t iterations) {
+  volatile int64_t sink = 0;
+  for (int64_t i = 0; i < iterations; ++i) sink = sink + i;
+}
+
 std::function<void()> SlowKnob::slowed(std::function<void()> body) const {
+  if (work > 0) {
+    return [body = std::move(body), work = work] {
+      body();
+      added_work(work);
+    };
+  }
   if (fraction > 0) {  // a relative slowdown: as much again as this round's body took, times the fraction
     return [body = std::move(body), fraction = fraction] {
       const auto start = std::chrono::steady_clock::now();

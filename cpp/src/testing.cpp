@@ -16,4 +16,12 @@ int pb_testing_slow_phase(pb_session* session, const char* phase, int64_t ns, do
   });
 }
 
+int pb_testing_slow_work(pb_session* session, const char* phase, int64_t iterations) {
+  return guarded([&] {
+    const auto held = session_of(session);
+    require(phase, "phase name");
+    held->trainer.set_slow_knob(SlowKnob{phase, 0, 0, iterations});
+  });
+}
+
 }  // extern "C"

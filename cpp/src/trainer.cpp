@@ -108,7 +108,7 @@ Timing Trainer::run_phase(const std::string& name, pb_result* result) {
 
 // The phases' bodies are made again, the knob's phase slowed (run.cpp slows the run's own bodies).
 void Trainer::set_slow_knob(SlowKnob knob) {
-  if (knob.ns < 0 || knob.fraction < 0)
+  if (knob.ns < 0 || knob.fraction < 0 || knob.work < 0)
     throw std::invalid_argument("a slowdown of " + std::to_string(knob.ns) + " ns or of " +
                                 std::to_string(knob.fraction) + " of the body's time: neither may be negative");
   slow_ = std::move(knob);

@@ -106,6 +106,10 @@ void sync(const torch::Device& device);
 Timing timed(const torch::Device& device, const std::function<void()>& body);
 // The median time of the empty body: what the clock itself costs here.
 int64_t timer_floor(const torch::Device& device);
+// The instruction-count mode (count.cpp, include/phasebench_count.h): whether pb_count_phases turned it on, and
+// the body inside the count bracket (a Timing of zeros: the count is in the dumped statistics).
+bool counting_phases();
+Timing counted(const std::function<void()>& body);
 // The process's page faults so far: (minor, major).
 std::pair<int64_t, int64_t> page_faults();
 
@@ -114,6 +118,7 @@ struct SlowKnob {
   std::string phase;  // none: nothing is slowed
   int64_t ns = 0;
   double fraction = 0;  // above 0: this fraction of the time the body just took, instead of ns
+  int64_t work = 0;     // above 0: this many iterations of a fixed loop, instead of a spin (no clock read)
   std::function<void()> slowed(std::function<void()> body) const;
 };
 

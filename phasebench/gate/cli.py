@@ -36,7 +36,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     (args.baseline, baseline_result), (args.result, result_result) = (_load(name, args.storage)
                                                                       for name in (args.baseline, args.result))
-    different = results.mismatch(args.baseline, baseline_result, results.method_of(result_result))
+    different = results.mismatch(args.baseline, baseline_result, results.method_of(result_result),
+                                 results.metric_of(result_result))
     if different:
         raise SystemExit(different.replace("this run", args.result))
     verdicts = decide([Run.of(args.baseline, baseline_result)], [Run.of(args.result, result_result)])

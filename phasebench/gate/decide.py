@@ -84,7 +84,8 @@ class Verdict:
     head: float
     change: Change
     floor: float | None  # seconds; None for ratios
-    verdict: str  # "regressed" (for ratios: which side), "faster", "unchanged", "within threshold", "below floor"
+    verdict: str  # "regressed" (for ratios: which side), "faster", "unchanged", "within threshold", "below floor",
+    # for ratios "ratio moved, reported (...)": the loser is not slower in its own medians
     members: tuple[str, ...]  # the fullnames whose rerun retests it
 
     @property
@@ -163,7 +164,14 @@ def _ratio_verdict(case: str, own: str, ref: str, base_runs: list[Run], head_run
     floor = _floor(base_runs + head_runs, loser)
     verdict = _judge(change, threshold, head_loser - base_ratio * head_other, floor)
     if verdict == "regressed":
-        verdict = f"regressed ({_short(loser)} slower relative to {_short(other)})"
+        # A ratio alone cannot tell the loser's slowdown from the other's speed-up: it fails only when the loser is
+        # also slower in its own paired medians, significantly and beyond its floor; otherwise it is reported.
+        own_change = paired_change([run.medians[loser] for run in base_runs], [run.medians[loser] for run in head_runs])
+        own_shift = head_loser - statistics.median(run.medians[loser] for run in base_runs)
+        slower = own_change.significant and own_change.low > 0 and (floor is None or own_shift > floor)
+        verdict = (f"regressed ({_short(loser)} slower relative to {_short(other)}, and slower in its own medians)"
+                   if slower else f"ratio moved, reported ({_short(loser)} not slower in its own medians: "
+                                  f"{_short(other)} got faster)")
     return Verdict("ratio", case, statistics.median(ratios[0]), statistics.median(ratios[1]),
                    paired_change(*ratios), floor, verdict, (own, ref))
 

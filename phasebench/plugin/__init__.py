@@ -38,7 +38,9 @@ from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload, parse_sizes, workloads
 from phasebench.worker import build
 
-pytest_plugins = ["phasebench.plugin.gating"]  # --phase-ratio-fail and baseline checks (docs/gating.md#baselines-and-ci-gating)
+# --phase-ratio-fail and baseline checks (docs/gating.md#baselines-and-ci-gating); --count instructions
+# (docs/instruction-counts.md)
+pytest_plugins = ["phasebench.plugin.gating", "phasebench.plugin.counting"]
 
 COMMIT_ENV, DIRTY_ENV = "PHASEBENCH_COMMIT", "PHASEBENCH_DIRTY"  # for a copy without git history
 DEFAULT_DATA = build.ROOT / "data"  # the repository's, wherever pytest is started
@@ -70,6 +72,7 @@ class Settings:
     slow: gate.SlowPhase | None = None  # the test-only PHASEBENCH_TEST_SLOW_PHASE knob
     jobs: dict[str, tuple[int, ...]] = field(default_factory=lambda: dict(DEFAULT_JOBS))  # per device (--jobs)
     models: tuple[int, ...] = DEFAULT_MODELS  # test_ensemble's M (--models)
+    count: dict | None = None  # --count instructions (phasebench/plugin/counting.py): the workers' Valgrind prefix
     extras: frozenset[str] = frozenset(SELECTIONS)  # the selections this run includes (--extra; all when checking)
 
     @property
@@ -81,6 +84,7 @@ class Settings:
         options = {"root": self.source.root, "device": device, "threads": self.threads, "seed": 1,
                    "log_path": log_path}
         options |= registry.get(impl).trainer_options() | workload.as_options()
+        options |= {"count": self.count} if self.count else {}
         return options | (self.slow.trainer_options(impl) if self.slow else {})
 
 
@@ -225,6 +229,9 @@ def pytest_configure(config):
         sampling=not config.getoption("no_utilization"),
         gpu_expected="cuda" in devices and config.phasebench.cuda_reason is None)
     config.add_cleanup(config.phasebench.utilization.close)
+    from phasebench.plugin import counting  # a plugin of its own (pytest_plugins): imported by then
+
+    counting.configure(config)  # --count instructions (phasebench/plugin/counting.py)
 
 
 @pytest.hookimpl(wrapper=True)

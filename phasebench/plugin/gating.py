@@ -60,12 +60,14 @@ def pytest_sessionstart(session):
     saved = session.config.stash.get(_WARNING_FILTERS, None)
     if saved is not None:
         warnings.filters[:] = saved
-    error = _comparison_error(_benchmark_session(session.config), session.config.getoption("phase_ratio_fail"))
+    metric = getattr(session.config, "phasebench", None) and session.config.phasebench.machine.get("metric")
+    error = _comparison_error(_benchmark_session(session.config), session.config.getoption("phase_ratio_fail"),
+                              metric or "time")
     if error:
         raise pytest.UsageError(error)
 
 
-def _comparison_error(bs, ratio_fail) -> str | None:
+def _comparison_error(bs, ratio_fail, metric: str = "time") -> str | None:
     """Why the comparison asked for cannot happen, in one line naming the file; None when it can."""
     if bs is None:
         return None
@@ -95,7 +97,8 @@ def _comparison_error(bs, ratio_fail) -> str | None:
         if path not in loaded:
             reason = results.baseline_error(path) or "pytest-benchmark could not load it"
             return f"{option}: baseline {path} is unreadable: {reason}"
-        different = results.mismatch(path, json.loads(path.read_text(encoding="utf8")), results.METHOD_VERSION)
+        different = results.mismatch(path, json.loads(path.read_text(encoding="utf8")), results.METHOD_VERSION,
+                                      metric)
         if different:
             return f"{option}: {different}"
     return None

@@ -121,7 +121,8 @@ def machine_info(settings, probed: bool) -> dict:
     collection) cuDNN's version is not asked for."""
     build = torch_build()
     info = {
-        "method": METHOD_VERSION,  # phasebench/results.py: results of different methods are never compared
+        "method": METHOD_VERSION,
+        "metric": "time",  # "instructions" under --count instructions (phasebench/plugin/counting.py)  # phasebench/results.py: results of different methods are never compared
         "torch": build["torch"],
         "torchvision": torchvision_version(),
         "cuda": build["cuda"],

@@ -113,10 +113,13 @@ def net_median(stats: dict, bench: dict) -> float | None:
     return None if floor is None else stats["median"] - floor
 
 
-def direction(ratio: float) -> str:
+def direction(ratio: float, counted: bool = False) -> str:
     """A time over its reference's, the one way the suite writes a ratio (terminal, report, charts, README): 2.41×
-    slower, 0.96× faster, 1.00× the same (to the hundredth)."""
+    slower, 0.96× faster, 1.00× the same (to the hundredth); of instruction counts, 1.20× more or 0.80× fewer
+    instructions."""
     text = f"{ratio:.2f}×"
     if text == "1.00×":
         return f"{text} the same"
+    if counted:
+        return f"{text} more instructions" if ratio > 1 else f"{text} fewer instructions"
     return f"{text} slower" if ratio > 1 else f"{text} faster"

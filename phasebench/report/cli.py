@@ -26,6 +26,10 @@ block per table, a blank line between, a device column first):
    published cpp's, with the one-shot phase (graph_capture, compile) inside it and the GPU busy %;
    concurrent jobs (images/s of all jobs, against one job, each job's slowdown, CPU and GPU busy, MPS);
    ensembles (time per step and per model-step, against one model and against the reference).
+A counted result (`--count instructions`, docs/instruction-counts.md) gets instead, per device, the instructions
+per call per phase and implementation with the ratio to its reference, where they go (by object and, inside
+LibTorch, by symbol) with the interpreter's share in a sentence, and a chart of that split; with --beside TIMED,
+each phase's python/cpp in instructions beside python/cpp in time from that timed result.
 Tables 1 and 2 are of the published pair on the published workload. Cases the result lacks (cpp
 skipped, cuda skipped) are shown as "not run", with the reason where the result records one. Beside
 each table file it writes two charts: per phase, Python vs C++ medians with their IQR, one panel per
@@ -39,6 +43,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from phasebench.report import counts
 from phasebench.report.cases import IMPLEMENTATIONS, NOT_RUN, absent_reason, by_case, devices_of, impls_of, workloads_of
 from phasebench.report.charts import chart, scaling_chart
 from phasebench.report.fill import concurrent_table, ensemble_table, faults_table, loops_table
@@ -56,10 +61,20 @@ from phasebench.report.tables import (
 from phasebench.results import DEFAULT_STORAGE, ROOT, all_cases, find_results, method_of, read_result
 
 
-def render(path: Path, result: dict, style: str) -> tuple[str, list[str]]:
+def render(path: Path, result: dict, style: str, beside: dict | None = None) -> tuple[str, list[str]]:
     """The report's text, and for CSV the notes it cannot carry (for stderr)."""
     cases, every = by_case(result), all_cases(result)
     markdown_parts, csv_parts, notes = [f"## {path.name}", "", describe(path, result), ""], [], []
+    if counts.is_counted(result):
+        for device in sorted({key[2] for key in every}):
+            sentence = counts.interpreter_sentence(every, device)
+            tables = [counts.counts_table(every, device), counts.split_table(every, device)]
+            if beside is not None:
+                tables.append(counts.counts_vs_times(every, all_cases(beside), device))
+            markdown_parts += [f"### {device}", ""] + ([sentence, ""] if sentence else [])
+            markdown_parts += [markdown(table) for table in tables]
+            csv_parts += [csv_block(table, device) for table in tables if table.rows]
+        return ("\n".join(markdown_parts).rstrip() + "\n", []) if style == "markdown" else ("\n".join(csv_parts), [])
     for device in devices_of(every):
         markdown_parts += [f"### {device}", ""]
         if not any(key[2] == device for key in every):
@@ -103,17 +118,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--storage", default=DEFAULT_STORAGE,
                         help=f"where saved results are, as --benchmark-storage (default: {DEFAULT_STORAGE}, where the "
                              f"suite saves them wherever pytest is started)")
+    parser.add_argument("--beside", metavar="TIMED",
+                        help="for a counted result: a timed result of the same tree, whose python/cpp time ratios "
+                             "are set beside the instruction ratios")
     args = parser.parse_args(argv)
+    beside = read_result(find_results([args.beside], args.storage)[0]) if args.beside else None
 
     for path in find_results(args.results, args.storage):
         result = read_result(path)
-        text, notes = render(path, result, args.format)
+        text, notes = render(path, result, args.format, beside)
         sys.stdout.write(text + "\n")
         args.out.mkdir(parents=True, exist_ok=True)
         table_path = args.out / f"{path.stem}.{'md' if args.format == 'markdown' else 'csv'}"
         table_path.write_text(text)
         chart_path = args.out / f"{path.stem}.png"
         saved = str(result.get("datetime", "?"))[:16].replace("T", " ")
+        if counts.is_counted(result):
+            every = all_cases(result)
+            for device in sorted({key[2] for key in every}):
+                counts.split_chart(chart_path, every, device, f"Where the instructions go per call on {device} "
+                                                              f"(result saved {saved})")
+            print(f"table: {table_path}\nchart: {chart_path}", file=sys.stderr)
+            continue
         chart(chart_path, result, f"phasebench per-phase times, Python vs C++ (result saved {saved})")
         scaling_path = args.out / f"{path.stem}-workloads.png"
         scaled = scaling_chart(scaling_path, result, f"train_step against the reference, by workload (result saved {saved})")

@@ -24,9 +24,14 @@ from phasebench.results import case_key, ratio_pairs
 
 # --- the answer at a glance: pytest's terminal summary (phasebench/plugin/__init__.py) and the report ------------
 
-def _ratio_cells(values: dict[str, float | None], pairs: list[tuple[str, str]]) -> list[str]:
-    return [direction(values[impl] / values[reference]) if values.get(impl) and values.get(reference) else "—"
-            for impl, reference in pairs]
+def _ratio_cells(values: dict[str, float | None], pairs: list[tuple[str, str]], counted: bool = False) -> list[str]:
+    return [direction(values[impl] / values[reference], counted) if values.get(impl) and values.get(reference)
+            else "—" for impl, reference in pairs]
+
+
+def is_counted(benchmarks) -> bool:
+    """Whether these results hold instruction counts (--count instructions), not times."""
+    return any((bench.get("extra_info") or {}).get("metric") == "instructions" for bench in benchmarks)
 
 
 def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -126,6 +131,8 @@ def answer(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
     Time, each phase's total, Step In Run where a step is replayed whole); then one row per other implementation with
     its ratio to its reference. Every line fits in 100 columns, whatever the number of implementations."""
     cases = {key: bench for bench in benchmarks if (key := case_key(bench))}
+    counted = is_counted(benchmarks)  # the statistics are instructions (1e-9 each): ms read as M instructions
+    unit = "M instructions" if counted else "ms"
     sections = []
     for device in devices_of(cases):
         for workload_id in workloads_of(cases, device):
@@ -135,16 +142,17 @@ def answer(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
             pairs = [headline] if headline else []
             ratio_header = [f"{impl} / {reference}" for impl, reference in pairs]
             lines, rows = [], []
-            first = verdict(cases, device, workload_id, headline) if headline else None
+            first = verdict(cases, device, workload_id, headline) if headline and not counted else None
             if first:
                 lines += textwrap.wrap(first, 100, subsequent_indent="  ") + [""]
             for phase in PHASES:
                 medians = {impl: median_ms(cases, phase.name, impl, device, workload_id) for impl in pair}
                 if any(value is not None for value in medians.values()):
                     rows.append([phase.name] + [NOT_RUN if value is None else f"{value:.4f}" for value in medians.values()]
-                                + _ratio_cells(medians, pairs))
+                                + _ratio_cells(medians, pairs, counted))
             if rows:
-                lines += _aligned(["phase: median per call"] + [f"{impl} (ms)" for impl in pair] + ratio_header, rows)
+                lines += _aligned([f"phase: median {'instructions ' if counted else ''}per call"]
+                                  + [f"{impl} ({unit})" for impl in pair] + ratio_header, rows)
             runs = {impl: cases[key]["extra_info"] | {"total": cases[key]["stats"]["median"]} for impl in pair
                     if (key := ("training_run", impl, device, workload_id)) in cases}
             if runs:
@@ -161,7 +169,7 @@ def answer(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
                                     + _ratio_cells(values, pairs))
                 lines += ([""] if lines else []) + _aligned(
                     ["training run: " + "; ".join(shapes)] + [f"{impl} (s)" for impl in pair] + ratio_header, rows)
-            others = _every_implementation(cases, device, workload_id, present, tuple(pair))
+            others = [] if counted else _every_implementation(cases, device, workload_id, present, tuple(pair))
             if others:
                 lines += ([""] if lines else []) + ["Every other implementation against its reference (per call; "
                                                     "the training run's Total Time):"] + others
@@ -169,7 +177,8 @@ def answer(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
                 lines += ["", *COPY_ON_CPU_NOTE_LINES]
             if lines:
                 where = f"{device}, {workload_of_id(workload_id).label}" if workload_id else device
-                sections.append((f"phasebench: the answer on {where}", lines))
+                what = "instructions counted" if counted else "the answer"
+                sections.append((f"phasebench: {what} on {where}", lines))
     return sections
 
 

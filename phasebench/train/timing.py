@@ -59,7 +59,15 @@ def busy_wait(ns: int) -> None:
         pass
 
 
-def slowed(body: Callable, ns: int, fraction: float = 0.0) -> Callable:
+def added_work(iterations: int) -> None:
+    """Deterministic work, no clock: the same instructions every round (the instruction-count gate's injected
+    regression; its C++ twin is cpp/src/clock.cpp's added_work)."""
+    sink = 0
+    for i in range(iterations):
+        sink += i
+
+
+def slowed(body: Callable, ns: int, fraction: float = 0.0, work: int = 0) -> Callable:
     """Test-only (the gate's studies): the body, then a spin of ns, or with a fraction above 0 of that fraction of
     the time the body just took (a relative slowdown that scales with whatever else the machine is doing, as a
     slower phase would)."""
@@ -67,9 +75,15 @@ def slowed(body: Callable, ns: int, fraction: float = 0.0) -> Callable:
         body(trainer)
         busy_wait(ns)
 
+    def body_then_work(trainer):
+        body(trainer)
+        added_work(work)
+
     def body_then_spin_its_fraction(trainer):
         start = time.perf_counter_ns()
         body(trainer)
         busy_wait(int((time.perf_counter_ns() - start) * fraction))
 
+    if work > 0:
+        return body_then_work
     return body_then_spin_its_fraction if fraction > 0 else body_then_spin

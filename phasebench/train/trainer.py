@@ -20,7 +20,7 @@ from phasebench.train.timing import FLOOR_ROUNDS, page_faults, slowed, timer_flo
 
 class Trainer(TrainingState):
     def __init__(self, root: str, slow_phase: str = "", slow_ns: int = 0, slow_fraction: float = 0.0,
-                 ensemble: str = "loop", **options):
+                 slow_work: int = 0, ensemble: str = "loop", **options):
         if ensemble not in ENSEMBLE_KINDS:
             raise ValueError(f"unknown ensemble '{ensemble}': {', '.join(ENSEMBLE_KINDS)}")
         super().__init__(root, **options)
@@ -29,7 +29,7 @@ class Trainer(TrainingState):
         self.ensemble_kind, self.ensemble, self.ensemble_losses = ensemble, None, None
         # The test-only slowdown (the gate's studies) wraps one phase's body, per phase and in the run alike.
         def maybe_slowed(name, body):
-            return slowed(body, slow_ns, slow_fraction) if name == slow_phase else body
+            return slowed(body, slow_ns, slow_fraction, slow_work) if name == slow_phase else body
         self.bodies = {name: maybe_slowed(name, phase.body) for name, phase in PHASE_BY_NAME.items()}
         self.run_bodies = {name: maybe_slowed(name, body) for name, body in RUN_BODIES.items()}
 

@@ -55,6 +55,18 @@ def cuda_header_dir() -> str | None:
     return None
 
 
+def callgrind_header(compiler: str) -> str | None:
+    """Where the compiler finds <valgrind/callgrind.h> (the instruction-count bracket's client requests,
+    cpp/src/count.cpp), or None: without it the library builds the bracket as no-ops, and --count refuses."""
+    try:
+        done = subprocess.run([compiler, "-E", "-H", "-x", "c++", "-"], input="#include <valgrind/callgrind.h>\n",
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = [line.lstrip(". ").strip() for line in done.stderr.splitlines() if line.rstrip().endswith("callgrind.h")]
+    return found[0] if done.returncode == 0 and found else None
+
+
 def make_variables() -> dict[str, str]:
     import torch
     from torch.utils import cpp_extension
@@ -68,14 +80,19 @@ def make_variables() -> dict[str, str]:
     sanitize = os.environ.get("PHASEBENCH_SANITIZE", "")
     if sanitize not in SANITIZERS:
         raise BuildFailed(f"PHASEBENCH_SANITIZE={sanitize!r}: valid values are {sorted(SANITIZERS)}")
+    compiler = os.environ.get("CXX", "g++")
+    callgrind = callgrind_header(compiler) if shutil.which(compiler) else None
     return {
-        "CXX": os.environ.get("CXX", "g++"),
+        "CXX": compiler,
         "TORCH_INCLUDES": " ".join(cpp_extension.include_paths()),
         "TORCH_LIBDIR": libdir,
         "TORCH_CUDA_LIBS": " ".join(cuda_libs),
         "ABI_FLAG": f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}",
         "SANITIZE": SANITIZERS[sanitize],
         "CUDA_GRAPHS": cuda_graphs,
+        # The header's path is part of the hash: a library built without it is never taken for one with it.
+        "CALLGRIND": f"-DPHASEBENCH_CALLGRIND=1 -DPHASEBENCH_CALLGRIND_HEADER={callgrind}" if callgrind
+                     else "-DPHASEBENCH_CALLGRIND=0",
         "TORCH_VERSION": torch.__version__,  # not used by make; part of the hash
     }
 

@@ -17,7 +17,7 @@ from typing import NamedTuple
 from phasebench import registry
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload
-from phasebench.worker import build
+from phasebench.worker import build, counting
 
 ROOT = Path(__file__).resolve().parents[2]
 # A sanitizer report runs from "==PID==ERROR: AddressSanitizer: ..." to "==PID==ABORTING"; its cause is at
@@ -32,6 +32,7 @@ class PhaseRound(NamedTuple):
     product: dict  # what the phase produced (phasebench.train.trainer.product)
     minor_faults: int = 0  # the worker process's page faults across the round, read outside the clock
     major_faults: int = 0
+    counted: dict | None = None  # the instruction-count mode: {"instructions", "split", "top", "label"}
 
 
 class WorkerError(RuntimeError):
@@ -79,16 +80,24 @@ class Worker:
         self.impl, self.device, self.timeout = impl, device, timeout
         self.log_path: str | None = options.get("log_path")  # the trainer's published log lines (not self.log)
         self.log = tempfile.NamedTemporaryFile(prefix=f"phasebench-{impl}-{device}-", suffix=".log", delete=False)
+        options = dict(options)
+        count = options.pop("count", None)  # the instruction-count mode (phasebench/plugin/counting.py)
         read_fd, write_fd = os.pipe()
         language = registry.get(impl).language
         command = [sys.executable, "-m", "phasebench.worker.server", "--impl", impl, "--language", language,
                    "--reply-fd", str(write_fd)]
         if library:
             command += ["--library", library]
+        env = (os.environ | build.sanitizer_runtime_env()) if library else None
+        self.count_dir = None
+        if count:
+            self.count_dir = tempfile.mkdtemp(prefix=f"phasebench-count-{impl}-")
+            out_file = os.path.join(self.count_dir, "callgrind.out")
+            command = counting.command(out_file, count["prefix"]) + command + ["--count-out", out_file]
+            env = (env or dict(os.environ)) | counting.PINS
         self.started_ns = time.perf_counter_ns()
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=self.log, stderr=self.log,
-                                        pass_fds=(write_fd,), cwd=ROOT,
-                                        env=(os.environ | build.sanitizer_runtime_env()) if library else None)
+                                        pass_fds=(write_fd,), cwd=ROOT, env=env)
         os.close(write_fd)
         self.replies, self.buffer = read_fd, b""
         try:
@@ -173,8 +182,10 @@ class Worker:
 
     def run_phase(self, phase: str) -> PhaseRound:
         reply = self.request({"cmd": "phase", "name": phase})
+        counted = {key: reply[key] for key in ("instructions", "split", "top", "label")} \
+            if "instructions" in reply else None
         return PhaseRound(reply["ns"], reply["cpu_ns"], reply["thread_cpu_ns"], reply["product"],
-                          reply["minor_faults"], reply["major_faults"])
+                          reply["minor_faults"], reply["major_faults"], counted)
 
     @property
     def pci_bus_id(self) -> str | None:
@@ -210,6 +221,10 @@ class Worker:
             self.process.stdin.close()
         self.log.close()
         os.unlink(self.log.name)
+        if self.count_dir:
+            import shutil
+
+            shutil.rmtree(self.count_dir, ignore_errors=True)
 
 
 class WorkerPool:

@@ -97,6 +97,7 @@ _SIGNATURES = {
 # cpp/include/phasebench_testing.h: the same library's test-only entry points, outside the production ABI.
 _TESTING_SIGNATURES = {
     "pb_testing_slow_phase": [_P, ctypes.c_char_p, ctypes.c_int64, ctypes.c_double],
+    "pb_testing_slow_work": [_P, ctypes.c_char_p, ctypes.c_int64],
 }
 
 
@@ -133,7 +134,7 @@ class CppTrainer:
 
     def __init__(self, lib: ctypes.CDLL, root: str, device: str = "cpu", threads: int = 0, seed: int = 1,
                  log_path: str | None = None, dropout: float = 0.5, slow_phase: str = "", slow_ns: int = 0,
-                 slow_fraction: float = 0.0, width: int = 1, batch_size: int = 64, loader: str = "published",
+                 slow_fraction: float = 0.0, slow_work: int = 0, width: int = 1, batch_size: int = 64, loader: str = "published",
                  step: str = "eager"):
         self.lib = lib
         self.batch_size = batch_size
@@ -146,7 +147,10 @@ class CppTrainer:
         self._call("pb_create", ctypes.byref(self._options), ctypes.byref(self.handle))
         if slow_phase:  # the gate's test-only slow knob (phasebench.gate.SlowPhase), before any phase runs
             try:
-                self._call("pb_testing_slow_phase", self.handle, slow_phase.encode(), slow_ns, slow_fraction)
+                if slow_work:
+                    self._call("pb_testing_slow_work", self.handle, slow_phase.encode(), slow_work)
+                else:
+                    self._call("pb_testing_slow_phase", self.handle, slow_phase.encode(), slow_ns, slow_fraction)
             except CppError:
                 self.close()
                 raise

@@ -20,6 +20,7 @@ import signal
 import sys
 import time
 from array import array
+from functools import partial
 
 
 def load_libraries(language: str, library: str | None = None):
@@ -93,6 +94,14 @@ class CppAdapter:
 
     def ensemble_params(self, member: int) -> bytes:
         return self.trainer.ensemble_params(member).tobytes()
+
+
+def capability() -> str | None:
+    """The ATen CPU capability this process dispatches to (torch.backends.cpu.get_cpu_capability()), where torch is
+    loaded (the Python worker); the C++ worker loads the same libtorch_cpu under the same pins."""
+    if "torch" not in sys.modules:
+        return None
+    return sys.modules["torch"].backends.cpu.get_cpu_capability()
 
 
 def pci_bus_id(device: str) -> str | None:
@@ -215,6 +224,7 @@ def main(argv=None) -> int:
     parser.add_argument("--language", choices=("python", "cpp"), required=True)
     parser.add_argument("--reply-fd", type=int, required=True)
     parser.add_argument("--library")
+    parser.add_argument("--count-out", help="the instruction-count mode: callgrind's --callgrind-out-file")
     args = parser.parse_args(argv)
     replies = os.fdopen(args.reply_fd, "w", buffering=1)
     os.dup2(2, 1)
@@ -222,7 +232,7 @@ def main(argv=None) -> int:
     def reply(message: dict):
         replies.write(json.dumps(message) + "\n")
 
-    adapter = None
+    adapter = counter = None
     faults = faults_for(args.impl)
     for line in sys.stdin:
         request = json.loads(line)
@@ -244,12 +254,23 @@ def main(argv=None) -> int:
                     adapter = None
                 adapter = (PythonAdapter(request["options"]) if args.language == "python"
                            else CppAdapter(request["options"], args.library))
+                counted = {}
+                if args.count_out:  # docs/instruction-counts.md: the bracket instead of the clock
+                    from phasebench.worker.count_server import Counter
+
+                    counter = Counter(args.library, args.count_out, args.impl)
+                    counted = counter.attach(args.language, adapter.trainer) | {"cpu_capability": capability()}
                 reply({"ok": True, "pid": os.getpid(), "phases": adapter.phase_names(),
-                       "threads": adapter.trainer.threads(), "timer_floor_ns": adapter.trainer.timer_floor(),
-                       "pci_bus_id": pci_bus_id(request["options"].get("device", "cpu"))})
+                       "threads": adapter.trainer.threads(),
+                       "timer_floor_ns": 0 if counter else adapter.trainer.timer_floor(),
+                       "pci_bus_id": pci_bus_id(request["options"].get("device", "cpu"))} | counted)
                 continue
             if adapter is None:
                 raise RuntimeError(f"'{command}' before 'start'")
+            if counter is not None and command == "phase":
+                counted = counter.count(adapter.trainer, request["name"], partial(handle, adapter, request))
+                reply({"ok": True} | counted.pop("result") | counted)
+                continue
             reply({"ok": True} | handle(adapter, request))
         except Exception as error:  # the client raises it with this message, verbatim
             reply({"ok": False, "error": str(error), "type": type(error).__name__})

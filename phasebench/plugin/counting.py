@@ -1,0 +1,126 @@
+"""--count instructions (docs/instruction-counts.md): every worker runs under Valgrind's callgrind and each counted
+round's body is bracketed with the same client requests in its own language; pytest-benchmark's statistics then
+hold instructions, not seconds (the worker clock advances by the count, read as 1e-9 per instruction), and the
+terminal says so. What the mode cannot count it refuses in one line: a missing valgrind or <valgrind/callgrind.h>,
+anything on cuda, the python-workers loader's child process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from phasebench import registry
+from phasebench.worker import build, counting
+
+CHOICES = ("instructions",)
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("phasebench")
+    group.addoption("--count", default=None, choices=CHOICES,
+                    help="count instructions under Valgrind's callgrind instead of reading a clock: one intra-op "
+                         "thread, the instruction set pinned to AVX2, 1 warm-up and 3 counted rounds unless "
+                         "--warmup-rounds/--rounds say otherwise (docs/instruction-counts.md)")
+
+
+def refusal(config) -> str | None:
+    """Why --count instructions cannot run as asked, in one line, or None (from the options as given, before
+    anything else looks at them)."""
+    if counting.valgrind_version() is None:
+        return "--count instructions needs valgrind on PATH (apt-get install valgrind; .ci/run installs it)"
+    compiler = os.environ.get("CXX", "g++")
+    if build.toolchain_missing() or build.callgrind_header(compiler) is None:
+        return ("--count instructions needs the C++ library built with <valgrind/callgrind.h> (the count bracket of "
+                "both languages): install g++, make and valgrind")
+    if "cuda" in (config.getoption("device") or ""):
+        return "--count instructions counts on cpu only: Valgrind cannot see a GPU's work (drop cuda from --device)"
+    asked = config.getoption("impl") or ""
+    names = registry.NAMES if asked.strip() == "all" else [name.strip() for name in asked.split(",")]
+    workers = [impl for impl in names if impl in registry.NAMES and registry.get(impl).loader == "workers"]
+    if workers:
+        return (f"--count instructions cannot count {', '.join(workers)}: its loader's child process does the work "
+                f"outside the counted worker")
+    if config.getoption("processes") > 1:
+        return "--count instructions counts in the long-lived worker of each case: --processes must be 1"
+    return None
+
+
+def pinned_capability() -> str | None:
+    """torch.backends.cpu.get_cpu_capability() in a process under the pins (what the workers dispatch to)."""
+    done = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
+                          capture_output=True, text=True, env=os.environ | counting.PINS, timeout=300)
+    return done.stdout.strip() or None
+
+
+@pytest.hookimpl(tryfirst=True)  # before phasebench's own checks: the refusal names the mode
+def pytest_configure(config):
+    if config.getoption("count", None):
+        why = refusal(config)
+        if why:
+            raise pytest.UsageError(why)
+
+
+def configure(config):
+    """Called at the end of phasebench's pytest_configure, which made config.phasebench: the mode's settings and
+    machine_info."""
+    if not config.getoption("count", None) or not hasattr(config, "phasebench"):
+        return
+    settings = config.phasebench
+    settings.devices = ("cpu",)
+    settings.threads = 1
+    given = {arg.split("=", 1)[0] for arg in config.invocation_params.args if arg.startswith("--")}
+    if "--rounds" not in given:
+        settings.rounds = counting.ROUNDS
+    if "--warmup-rounds" not in given:
+        settings.warmup_rounds = counting.WARMUP_ROUNDS
+    probed = not (config.option.help or config.option.collectonly)
+    prefix = counting.aslr_off() if probed else []
+    settings.count = {"prefix": prefix}
+    settings.machine |= {
+        "threads": 1,
+        "metric": counting.METRIC, "unit": counting.UNIT,
+        "count": {"bracket": counting.BRACKET, "valgrind": counting.valgrind_version(), "valgrind_options": list(counting.VALGRIND_OPTIONS),
+                  "pins": dict(counting.PINS), "aslr_off": bool(prefix),
+                  "cpu_capability": pinned_capability() if probed else None,
+                  "not_pinned": "glibc's ifunc choices (memcpy, strlen: Valgrind's CPUID, not the machine's) and "
+                                "vendor paths chosen at run time outside ATen, oneDNN and MKL's ISA switches"},
+    }
+
+
+def counting_run(config) -> bool:
+    return bool(getattr(config, "phasebench", None) and config.phasebench.count)
+
+
+def pytest_benchmark_scale_unit(config, unit, benchmarks, best, worst, sort):
+    """Under --count the statistics are instructions (1e-9 per instruction): the tables say M instructions."""
+    if not counting_run(config):
+        return None
+    return ("M instruction", 1e3) if unit == "seconds" else ("", 1.0)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_header(config):
+    lines = yield
+    if counting_run(config):
+        settings = config.phasebench
+        count = settings.machine["count"]
+        lines = [[f"phasebench: COUNTING instructions under {count['valgrind']} (callgrind), not reading a clock: "
+                  f"{settings.rounds} counted rounds after {settings.warmup_rounds} warm-up, 1 thread, pins "
+                  f"{' '.join(f'{k}={v}' for k, v in count['pins'].items())}, CPU capability "
+                  f"{count['cpu_capability']}, ASLR {'off' if count['aslr_off'] else 'on'}; the tables' "
+                  f"'time' columns are M instructions"]] + list(lines)
+    return lines
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under --count only the per-phase cases count (bench/test_phases.py's test_phase): the rest are deselected."""
+    if not config.getoption("count", None):
+        return
+    kept = [item for item in items if getattr(item, "originalname", None) == "test_phase"]
+    deselected = [item for item in items if item not in kept]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept

@@ -1,0 +1,177 @@
+"""The instruction-count mode's worker side, without torch (docs/instruction-counts.md): the Valgrind command a
+worker runs under, the pins that make a count repeat, and the reading of one dumped round of callgrind statistics,
+its total and where it went (by object, and inside LibTorch by symbol).
+
+Each worker runs under `valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no`, starts instrumentation
+once (pb_count_start), and brackets each counted round's body in its own language with the library's helper
+(cpp/include/phasebench_count.h): statistics zeroed, collection on, the body, collection off, the statistics dumped
+under the round's label. No client request reads a counter: the round's count is the dump's total."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+METRIC = "instructions"
+UNIT = "instructions"
+# What makes the simulated and the native paths the same, and a count repeat (README's pins, docs page):
+# Valgrind has no AVX-512, so ATen, oneDNN and MKL are held to AVX2, as they would choose under Valgrind anyway.
+PINS = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "DNNL_MAX_CPU_ISA": "AVX2",
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    "PYTHONHASHSEED": "0",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+VALGRIND_OPTIONS = ("--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no", "--dump-instr=no",
+                    "--compress-strings=no", "--compress-pos=no")
+# What the bracket holds; raise it when that changes (the count gate calls counts of another bracket not comparable).
+BRACKET = "callgrind 1: zero, toggle collection, body, toggle, dump (cpp/include/phasebench_count.h)"
+ROUNDS, WARMUP_ROUNDS = 3, 1  # the mode's defaults; --rounds and --warmup-rounds apply
+FLOOR_ROUNDS = 3  # empty-bracket rounds whose median is a worker's count floor
+
+# Where the instructions go (item 4 of issue 23): object first, then inside LibTorch by symbol.
+CATEGORIES = ("interpreter", "bindings", "dispatcher and autograd", "ATen kernels", "MKL, oneDNN and JIT code",
+              "C library and allocator", "rest")
+_ONEDNN = re.compile(r"dnnl|mkldnn|ideep|\bmkl_|zendnn|xbyak|jit_uni|jit_avx|jit_sse|brgemm|gemm_driver|sgemm|"
+                     r"\bat::native::blas|cblas|fbgemm", re.I)
+_FRAMEWORK = re.compile(r"Dispatcher|c10::impl::|OperatorHandle|KernelFunction|BoxedKernel|autograd|VariableType|"
+                        r"ADInplaceOrView|at::_ops::|DispatchKey|dispatch|TensorImpl|intrusive_ptr|SymInt|"
+                        r"ThreadLocal|TLS|Tracer|RecordFunction|c10::impl|OperatorEntry|InferenceMode|"
+                        r"GradMode|AutoDispatch|Functionalize|ExcludeDispatchKeyGuard|IValue|TensorOptions|"
+                        r"c10::detail|Storage|at::TensorBase|at::Tensor::|at::TensorIteratorBase::build|"
+                        r"TensorIteratorConfig|make_tensor|empty_generic|empty_cpu|DeviceGuard|VariableHooks")
+_ALLOC = re.compile(r"Allocator|alloc_cpu|free_cpu|malloc|memcpy|memset|memmove|posix_memalign|operator new|"
+                    r"operator delete")
+_LIBC = ("libc.so", "libc-", "libm.so", "libm-", "ld-linux", "ld-2", "libstdc++", "libgcc_s", "libpthread",
+         "libdl.so", "libjemalloc", "libtcmalloc", "libgomp", "libiomp", "vgpreload")
+
+
+def valgrind_version() -> str | None:
+    """`valgrind --version` (valgrind-3.19.0), or None where there is no valgrind."""
+    if shutil.which("valgrind") is None:
+        return None
+    done = subprocess.run(["valgrind", "--version"], capture_output=True, text=True)
+    return done.stdout.strip() or None
+
+
+def aslr_off() -> list[str]:
+    """`setarch <arch> -R` where it works here (ASLR off for the worker), else nothing."""
+    setarch = shutil.which("setarch")
+    if setarch is None:
+        return []
+    command = [setarch, os.uname().machine, "-R"]
+    try:
+        works = subprocess.run(command + ["true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        works = False
+    return command if works else []
+
+
+def command(out_file: str, prefix: list[str]) -> list[str]:
+    """The command a counted worker runs under: [setarch -R] valgrind's callgrind writing its dumps to out_file.N."""
+    return [*prefix, "valgrind", *VALGRIND_OPTIONS, f"--callgrind-out-file={out_file}", "--log-file=/dev/null"]
+
+
+def dumps(out_file: str) -> list[Path]:
+    """The dumps written so far to out_file.1, .2, ..., in order."""
+    base = Path(out_file)
+    found = [(int(p.name.rsplit(".", 1)[1]), p) for p in base.parent.glob(base.name + ".*")
+             if p.name.rsplit(".", 1)[1].isdigit()]
+    return [p for _, p in sorted(found)]
+
+
+def category(obj: str, function: str) -> str:
+    """Which of CATEGORIES an instruction of `function` in object file `obj` belongs to."""
+    base = os.path.basename(obj)
+    if "libpython" in base or base.startswith("python"):
+        return "interpreter"
+    if "libtorch_python" in base:
+        return "bindings"
+    if base.startswith(("libmkl", "libdnnl", "libmkldnn")) or obj in ("???", "") or function.startswith("0x"):
+        return "MKL, oneDNN and JIT code"  # JIT kernels are code in no object: unnamed
+    if base.startswith(_LIBC):
+        return "C library and allocator"
+    if base.startswith("libphasebench") and not re.match(r"(phasebench::|pb_|Net|std::)", function):
+        base = "libtorch_cpu"  # LibTorch's header code inlined into the C++ trainer: read by symbol as LibTorch's
+    if base.startswith(("libtorch_cpu", "libc10", "libtorch.so")):
+        if _ONEDNN.search(function):
+            return "MKL, oneDNN and JIT code"
+        if _ALLOC.search(function) and not function.startswith("at::native"):
+            return "C library and allocator"
+        if _FRAMEWORK.search(function) and "at::native::" not in function.split("(")[0][:40]:
+            return "dispatcher and autograd"
+        return "ATen kernels"
+    return "rest"
+
+
+def parse_dump(path: Path) -> dict:
+    """One dumped round: {"label", "instructions" (the total), "self": {(object, function): self count}}. A cost
+    line right after a calls= line is the call's inclusive cost, not the caller's own, and is skipped."""
+    label, total = "", None
+    names: dict[tuple[str, str], str] = {}
+    spent: Counter = Counter()
+    obj = function = "???"
+    after_call = False
+    with open(path, errors="replace") as lines:
+        for line in lines:
+            if not line or line[0] in "\n#":
+                continue
+            first = line[0]
+            if first.isdigit() or first in "+-*":
+                if after_call:
+                    after_call = False
+                    continue
+                parts = line.split()
+                if len(parts) > 1:
+                    spent[(obj, function)] += int(parts[1])
+                continue
+            key, _, value = line.rstrip("\n").partition("=")
+            if key in ("ob", "fn", "cob", "cfn"):
+                kind = "ob" if key in ("ob", "cob") else "fn"
+                name = _name(names, kind, value)
+                if key == "ob":
+                    obj = name
+                elif key == "fn":
+                    function = name
+            elif key == "calls":
+                after_call = True
+            elif line.startswith("desc: Trigger:"):
+                label = line.split("Client Request:", 1)[-1].strip() if "Client Request:" in line else line[14:].strip()
+            elif line.startswith(("totals:", "summary:")):
+                total = int(line.split(":", 1)[1].split()[0])
+    if total is None:
+        total = sum(spent.values())
+    return {"label": label, "instructions": total, "self": spent}
+
+
+def _name(names: dict, kind: str, value: str) -> str:
+    """A name from ob=/fn= lines, compressed ("(12) name", then "(12)") or not."""
+    value = value.strip()
+    if value.startswith("("):
+        ident, _, rest = value.partition(")")
+        rest = rest.strip()
+        if rest:
+            names[(kind, ident)] = rest
+            return rest
+        return names.get((kind, ident), value)
+    return value
+
+
+def split(spent: Counter) -> dict[str, int]:
+    """A round's self counts summed by CATEGORIES (every category present, zeros included)."""
+    out = dict.fromkeys(CATEGORIES, 0)
+    for (obj, function), count in spent.items():
+        out[category(obj, function)] += count
+    return out
+
+
+def top_functions(spent: Counter, n: int = 12) -> list[tuple[str, str, int]]:
+    """The n functions with the most self instructions: (object basename, function, count)."""
+    return [(os.path.basename(obj), function, count) for (obj, function), count in spent.most_common(n)]

@@ -1,0 +1,66 @@
+"""--count instructions end to end on a tiny case (docs/instruction-counts.md): one phase, one round, each language,
+where valgrind is installed; and the one-line refusals of what the mode cannot count."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from phasebench.results import ROOT
+
+needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+
+
+def pytest_run(*args, env=None, timeout=600):
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=ROOT,
+                          capture_output=True, text=True, env=env, timeout=timeout)
+
+
+@needs_valgrind
+def test_one_phase_is_counted_in_both_languages(tmp_path):
+    # One pytest per language, side by side: a count does not depend on the neighbours, and each worker's start
+    # under Valgrind (LibTorch's symbols read) is most of the time.
+    runs = {}
+    for impl in ("python", "cpp"):
+        out = tmp_path / f"{impl}.json"
+        runs[impl] = (out, subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "bench/test_phases.py", "--count", "instructions",
+             "--impl", impl, "-k", "copy_to_device", "--rounds", "1", "--warmup-rounds", "0",
+             "--benchmark-json", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    cases = {}
+    for out, process in runs.values():
+        output = process.communicate(timeout=600)[0]
+        assert process.returncode == 0, output[-4000:]
+        assert "COUNTING instructions under valgrind" in output
+        assert "Name (time in M instructions)" in output and "instructions counted on cpu" in output
+        saved = json.loads(out.read_text())
+        machine = saved["machine_info"]["phasebench"]
+        assert machine["metric"] == "instructions" and machine["count"]["pins"]["ATEN_CPU_CAPABILITY"] == "avx2"
+        assert machine["count"]["cpu_capability"] == "AVX2" and machine["count"]["valgrind"].startswith("valgrind-")
+        [bench] = saved["benchmarks"]
+        cases[bench["extra_info"]["language"]] = bench
+    assert set(cases) == {"python", "cpp"}
+    for language, bench in cases.items():
+        info = bench["extra_info"]
+        [count] = info["instructions"]
+        assert info["unit"] == "instructions" and info["count_labels"][0].startswith(f"{info['implementation']}/")
+        assert 0 < info["count_floor"] < count, (language, info["count_floor"], count)
+        assert sum(info["split"].values()) == count  # every instruction placed somewhere
+        assert bench["stats"]["median"] == pytest.approx(count * 1e-9)  # the statistics are the counts
+    # The interpreter runs Python's phase, not C++'s.
+    assert cases["python"]["extra_info"]["split"]["interpreter"] > 0 == cases["cpp"]["extra_info"]["split"]["interpreter"]
+
+
+def test_what_cannot_be_counted_is_refused_in_one_line(tmp_path):
+    args = ("bench/test_phases.py", "--collect-only", "-q", "--count", "instructions")
+    cuda = pytest_run(*args, "--device", "cuda")
+    workers = pytest_run(*args, "--impl", "python-workers")
+    no_valgrind = pytest_run(*args, env=os.environ | {"PATH": str(tmp_path)})
+    assert cuda.returncode == 4 and "--count instructions counts on cpu only" in cuda.stderr, cuda.stderr
+    assert workers.returncode == 4 and "cannot count python-workers" in workers.stderr, workers.stderr
+    assert no_valgrind.returncode == 4 and "--count instructions needs valgrind" in no_valgrind.stderr
