@@ -72,6 +72,14 @@ class Settings:
     slow: gate.SlowPhase | None = None  # the test-only PHASEBENCH_TEST_SLOW_PHASE knob
     jobs: dict[str, tuple[int, ...]] = field(default_factory=lambda: dict(DEFAULT_JOBS))  # per device (--jobs)
     models: tuple[int, ...] = (1, 4, 16)  # test_ensemble's M (--models)
+    # Data parallel (docs/distributed.md): --world-size; empty: no distributed case exists (bench/test_distributed.py
+    # is not collected). dist_timeout: the process group's timeout, which bounds how long a dead rank's peers wait.
+    world_sizes: tuple[int, ...] = ()
+    dist_timeout: float = 60.0
+
+    def rank_threads(self, device: str, world_size: int) -> int:
+        """A rank's intra-op threads: on cpu the ranks split --threads as concurrent jobs do; on cuda each keeps it."""
+        return max(1, self.threads // world_size) if device == "cpu" else self.threads
 
     def worker_options(self, device: str, log_path: str, impl: str, workload: Workload = DEFAULT_WORKLOAD) -> dict:
         """What a worker of `impl` on `device` trains: its implementation's pipeline on this workload."""
@@ -116,6 +124,13 @@ def pytest_addoption(parser):
                          "the intra-op threads split between them; 1,2,4 on cuda)")
     group.addoption("--models", default="1,4,16",
                     help="test_ensemble: how many models train together, comma-separated (default: 1,4,16)")
+    group.addoption("--world-size", default=None,
+                    help="data parallel: world sizes, comma-separated (e.g. 1,2); without it no distributed case "
+                         "exists (docs/distributed.md). On cpu the ranks split the intra-op threads; on cuda one GPU "
+                         "a rank")
+    group.addoption("--dist-timeout", type=float, default=60.0,
+                    help="data parallel: the process group's timeout in seconds: a rank that dies or hangs makes "
+                         "its peers fail within it (default: 60)")
     group.addoption("--no-utilization", action="store_true",
                     help="do not sample GPU and worker CPU utilization (extra_info gpu and cpu are null)")
 
@@ -212,6 +227,13 @@ def pytest_configure(config):
         jobs = config.getoption("jobs")
         jobs = dict.fromkeys(DEVICES, parse_sizes(jobs, "--jobs")) if jobs else dict(DEFAULT_JOBS)
         models = parse_sizes(config.getoption("models"), "--models")
+        world_sizes = parse_sizes(config.getoption("world_size"), "--world-size") if config.getoption(
+            "world_size") else ()
+        chosen_workloads = workloads(widths, batch_sizes)
+        for size in world_sizes:
+            for workload in chosen_workloads:
+                if workload.shard_problem(size):
+                    raise ValueError(f"--world-size {size}: {workload.shard_problem(size)}")
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
     devices = _choices(config, "device", DEVICES)
@@ -225,6 +247,11 @@ def pytest_configure(config):
     # A run asks torch (in a probe process) what it picks and whether it can use a GPU; a collection does not.
     probed = not (config.option.help or config.option.collectonly)
     cuda_reason = machine.cuda_reason(confirm=probed and "cuda" in devices)
+    if world_sizes and "cuda" in devices and cuda_reason is None and max(world_sizes) > machine.gpu_count():
+        raise pytest.UsageError(f"--world-size {max(world_sizes)} on cuda: one GPU a rank, and {machine.gpu_count()} "
+                                f"usable GPU(s) here; leave cuda out (--device cpu) or ask for at most that many")
+    if config.getoption("dist_timeout") <= 0:
+        raise pytest.UsageError("--dist-timeout must be above 0")
     unrunnable = nothing_can_run(impls, devices, cuda_reason)
     if unrunnable and not config.option.help:
         raise pytest.UsageError(unrunnable)
@@ -253,7 +280,7 @@ def pytest_configure(config):
         round_timeout=config.getoption("round_timeout"),
         epochs=config.getoption("epochs"), run_rounds=config.getoption("run_rounds"),
         processes=config.getoption("processes"), source=source, cuda_reason=cuda_reason, slow=slow,
-        jobs=jobs, models=models,
+        jobs=jobs, models=models, world_sizes=world_sizes, dist_timeout=config.getoption("dist_timeout"),
     )
     config.phasebench.machine = machine.machine_info(config.phasebench, probed)
     config.phasebench.utilization = utilization.Monitor(
@@ -300,6 +327,14 @@ def pytest_benchmark_update_commit_info(config, commit_info):
         return
     commit_info.update(id=commit, dirty=os.environ[DIRTY_ENV] == "1",
                        commit_source=f"{COMMIT_ENV} (a copy without git history)")
+
+
+def pytest_ignore_collect(collection_path, config):
+    """Without --world-size no distributed case exists: their module is not even collected."""
+    if collection_path.name == "test_distributed.py" and collection_path.parent.name == "bench" \
+            and not getattr(getattr(config, "phasebench", None), "world_sizes", ()):
+        return True
+    return None
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):

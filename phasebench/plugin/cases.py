@@ -18,11 +18,13 @@ def pytest_generate_tests(metafunc):
     --models M, for the implementations that run them (Implementation.runs_in). Ids read
     phase-impl-device[-N], as before workloads existed, with -wW-bB for other workloads, so saved baselines
     of the published workload still compare."""
-    names = [name for name in ("phase", "impl", "device", "jobs", "models", "workload") if name in metafunc.fixturenames]
+    names = [name for name in ("phase", "impl", "device", "jobs", "models", "world_size", "workload")
+             if name in metafunc.fixturenames]
     if not {"impl", "device"} <= set(names):
         return
     settings = metafunc.config.phasebench  # phasebench.plugin.Settings
-    counts = {"jobs": lambda device: settings.jobs[device], "models": lambda device: settings.models}
+    counts = {"jobs": lambda device: settings.jobs[device], "models": lambda device: settings.models,
+              "world_size": lambda device: settings.world_sizes}
     count_name = next((name for name in counts if name in names), None)
     cases, ids = [], []
     # Workload outermost: a sweep runs one workload after another, so that the pooled workers of a workload
@@ -41,7 +43,8 @@ def pytest_generate_tests(metafunc):
                                   count_name: count}
                         cases.append(pytest.param(*(values[name] for name in names)))
                         ids.append("-".join([part for part in (phase, impl_name, device) if part]
-                                            + ([str(count)] if count else [])
+                                            + ([f"world{count}" if count_name == "world_size" else str(count)]
+                                               if count else [])
                                             + ([workload.id] if workload and workload.id else [])))
     metafunc.parametrize(names, cases, ids=ids)
 
