@@ -130,9 +130,11 @@ def case_key(bench: dict) -> tuple[str, str, str, str] | None:
     return info["phase"], info["implementation"], info["device"], workload
 
 
-def all_cases(result: dict) -> dict[tuple[str, str, str, str], dict]:
-    """(phase, implementation, device, workload id) -> benchmark, for every phasebench case of a result."""
-    return {key: bench for bench in result["benchmarks"] if (key := case_key(bench))}
+def all_cases(result: dict, distributed: bool = False) -> dict[tuple[str, str, str, str], dict]:
+    """(phase, implementation, device, workload id) -> benchmark, for every one-process phasebench case of a result;
+    with distributed=True, for every data-parallel case instead (extra_info["world_size"]; docs/distributed.md)."""
+    return {key: bench for bench in result["benchmarks"]
+            if (key := case_key(bench)) and bool((bench.get("extra_info") or {}).get("world_size")) == distributed}
 
 
 def ratio_pairs(names) -> list[tuple[str, str]]:

@@ -53,7 +53,8 @@ def answer(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
     per call and its ratio to its reference with the direction in words; then the training run's published rows
     (Total Time, Summed Time, each phase's total, Step In Run where a step is replayed whole) the same way. Generic over implementations: a column per
     implementation present, a ratio column per implementation whose reference is present."""
-    cases = {key: bench for bench in benchmarks if (key := case_key(bench))}
+    cases = {key: bench for bench in benchmarks
+             if (key := case_key(bench)) and not (bench.get("extra_info") or {}).get("world_size")}
     sections = []
     for device in devices_of(cases):
         for workload_id in workloads_of(cases, device):
@@ -90,7 +91,9 @@ def answer(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
             if lines:
                 where = f"{device}, {workload_of_id(workload_id).label}" if workload_id else device
                 sections.append((f"phasebench: the answer on {where}", lines))
-    return sections
+    from phasebench.report.distributed import answer_lines
+
+    return sections + answer_lines(benchmarks)
 
 
 # --- the findings of an every-implementation run --------------------------------------------------
