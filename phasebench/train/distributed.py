@@ -30,7 +30,9 @@ def attach(t, bucket_mb: float | None = None) -> None:
         raise ValueError(problem)
     t.rank, t.world, t.group_attached, t.bucket_mb = rank, world, True, bucket_mb
     t.shard(rank, world)
-    t.build_model()  # wrapped in DDP where its sync is DDP; DDP's constructor broadcasts rank 0's parameters
+    # The model the trainer built (seed 1, as C++'s), wrapped in DDP where its sync is DDP (its constructor broadcasts
+    # rank 0's parameters); build_model wraps every later one.
+    t.ddp = wrap(t, t.model)
 
 
 def wrap(t, model: torch.nn.Module) -> torch.nn.Module | None:
