@@ -190,3 +190,21 @@ def test_options_make_distributed_cases_only_when_asked():
     bad = collect("--world-size", "3", "--device", "cpu")
     assert bad.returncode != 0 and "world size 3 must divide the batch (64)" in bad.stderr, bad.stderr[-1000:]
 
+
+
+def test_torchrun_two_agents(settings, cpp_library, tmp_path):
+    """Two torchrun agents (--nnodes 2, c10d rendezvous, --max-restarts 0), in two network namespaces where the machine
+    allows, each starting one cpp-allreduce rank: under the agent's store rank 0 is a store client too, and the C++
+    library, which takes the group from c10d's registry, trains as in the suite's worlds: both ranks end with the same
+    parameters."""
+    from phasebench.worker import torchrun
+
+    options = settings.worker_options("cpu", str(tmp_path / "progress.log"), impl="cpp-allreduce") | {"threads": 1}
+    result = torchrun.launch("cpp-allreduce", options, STEPS, tmp_path / "ranks", cpp_library, timeout_s=180,
+                             dist_timeout_s=TIMEOUT_S)
+    ranks = result["ranks"]
+    assert [rank["rank"] for rank in ranks] == [0, 1], result
+    assert ranks[0]["params_sha256"] == ranks[1]["params_sha256"], "the ranks ended with different parameters"
+    assert all(rank["agent_store"] == "True" for rank in ranks), ranks  # every rank a client of the agent's store
+    assert all(len(rank["step_ns"]) == STEPS for rank in ranks)
+    assert result["namespaces"] == (torchrun.namespaces_usable() is None), result["network"]
