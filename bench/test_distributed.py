@@ -174,3 +174,57 @@ def test_dist_training_run(benchmark, world_for, world_pool, settings, single_ra
         scaling_unavailable=None if basis else f"world size 1 of {impl} on {device} did not run before this case")
     assert all(all(ns > 0 for ns in rank["step_ns"]) and len(rank["step_ns"]) == steps
                for ranks in runs for rank in ranks)
+
+
+def test_torchrun(benchmark, settings, request, single_rank_rates, tmp_path, impl, device, world_size, workload):
+    """The training run launched by torchrun (docs/distributed.md, "Several machines"): two agents (--nnodes 2, c10d
+    rendezvous, a shared --rdzv-id, --max-restarts 0) of world_size / 2 ranks each, in two network namespaces where the
+    machine allows (extra_info["network"] says which). Each round: fresh agents, the same steps as
+    test_dist_training_run; its value is the slowest rank's Total Time."""
+    from phasebench.worker import torchrun
+
+    if world_size < 2 or world_size % 2:
+        pytest.skip(f"two agents of world_size / 2 ranks each: world size {world_size} is not an even number above 1")
+    if device == "cuda" and settings.cuda_reason:
+        pytest.skip(settings.cuda_reason)
+    registered = registry.get(impl)
+    library = request.getfixturevalue("cpp_library") if registered.language == "cpp" else None
+    steps = workload.steps_per_epoch * settings.epochs if benchmark.enabled else CHECK_STEPS
+    threads = settings.rank_threads(device, world_size)
+    runs = []
+
+    def one_round():
+        out = tmp_path / f"round{len(runs)}"
+        options = settings.worker_options(device, str(tmp_path / f"progress{len(runs)}.log"), impl=impl,
+                                          workload=workload) | {"threads": threads}
+        result = torchrun.launch(impl, options, steps, out, library, timeout_s=settings.round_timeout * max(
+            1, settings.epochs), dist_timeout_s=settings.dist_timeout, nproc_per_node=world_size // 2)
+        ranks = result["ranks"]
+        assert len(ranks) == world_size and len({rank["params_sha256"] for rank in ranks}) == 1, ranks
+        for rank in ranks:
+            rank["total_ns"] = rank["setup_ns"] + rank["join_ns"] + rank["loop_ns"]
+        runs.append(result)
+        worker_clock.advance(max(rank["total_ns"] for rank in ranks))
+
+    benchmark.group = f"torchrun-world{world_size}"
+    rounds = settings.run_rounds if benchmark.enabled else 1
+    benchmark.pedantic(one_round, rounds=rounds, warmup_rounds=0, iterations=1)
+    images = (steps // workload.steps_per_epoch) * TRAIN_IMAGES + (steps % workload.steps_per_epoch) * workload.batch_size
+    loops = [max(rank["loop_ns"] for rank in run["ranks"]) for run in runs]
+    step_slowest = [max(per) for run in runs for per in zip(*(rank["step_ns"] for rank in run["ranks"]))]
+    rate = images / (statistics.median(loops) / 1e9)
+    basis = single_rank_rates.get((impl, device, workload))
+    benchmark.extra_info.update(
+        implementation=impl, language=registered.language, reference=registered.pair, device=device,
+        phase="torchrun", **workload.as_info(), world_size=world_size, sync=registered.sync, rounds=rounds,
+        warmup_rounds=0, epochs=settings.epochs, **threads_info(settings, device, world_size), steps=steps,
+        images=images, nodes=2, nproc_per_node=world_size // 2, network=runs[0]["network"],
+        namespaces=runs[0]["namespaces"], rendezvous=runs[0]["rdzv"], command=runs[0]["command"],
+        total_median_s=statistics.median(max(r["total_ns"] for r in run["ranks"]) for run in runs) / 1e9,
+        summed_median_s=statistics.median(max(sum(r["step_ns"]) for r in run["ranks"]) for run in runs) / 1e9,
+        loop_median_s=statistics.median(loops) / 1e9,
+        ranks=[{key: rank[key] for key in ("rank", "group_rank", "local_rank", "master", "agent_store", "threads")}
+               | {"total_s": rank["total_ns"] / 1e9, "join_s": rank["join_ns"] / 1e9} for rank in runs[-1]["ranks"]],
+        step_p50_s=percentile(step_slowest, 0.5) / 1e9, step_p95_s=percentile(step_slowest, 0.95) / 1e9,
+        images_per_s=rate, single_rank_images_per_s=basis,
+        scaling_efficiency=rate / (world_size * basis) if basis else None)
