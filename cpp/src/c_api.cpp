@@ -253,8 +253,9 @@ int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t m
 
 int pb_dist_attach(pb_session* session, const char* group_name) {
   return guarded([&] {
+    const auto held = session_of(session);
     require(group_name, "group name");
-    session_of(session)->trainer.attach(group_name);
+    held->trainer.attach(group_name);
   });
 }
 
