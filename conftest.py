@@ -16,7 +16,7 @@ from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload
 from phasebench.worker import build
 from phasebench.worker.client import Worker, WorkerPool
-from phasebench.worker.world import World, WorldPool
+from phasebench.worker.world import World, WorldPool, rank_device
 
 if TYPE_CHECKING:  # an annotation only: the plugin is loaded by pytest, not imported here
     from phasebench.plugin import Settings
@@ -122,7 +122,8 @@ def world_pool(settings, tmp_path_factory):
 
         def spawn(rank: int):
             log = logs / f"{'-'.join(filter(None, (impl, device, f'world{size}', workload.id)))}-rank{rank}.log"
-            options = settings.worker_options(device, log_path=str(log), impl=impl, workload=workload)
+            options = settings.worker_options(rank_device(device, rank, size), log_path=str(log), impl=impl,
+                                              workload=workload)
             return partial(Worker, impl, device, options | {"threads": threads}, settings.round_timeout, library)
 
         return World([spawn(rank) for rank in range(size)], device, settings.dist_timeout)

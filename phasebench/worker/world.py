@@ -17,6 +17,11 @@ from phasebench.worker.client import Worker, WorkerDied, WorkerError
 GRACE_S = 5.0  # after the first rank failed: how much longer than the group's timeout its peers may take
 
 
+def rank_device(device: str, rank: int, size: int) -> str:
+    """One GPU a rank: rank r of a world on cuda trains on cuda:r (the plugin refuses a world larger than the GPUs)."""
+    return f"cuda:{rank}" if device == "cuda" and size > 1 else device
+
+
 class WorldFailed(RuntimeError):
     """A rank of the world failed; the message names every rank that did and why."""
 
@@ -37,7 +42,8 @@ class World:
         try:
             self.port = self.workers[0].request({"cmd": "dist_store", "world": self.size, "timeout_s": timeout_s})["port"]
             self.joined = self.request_all([{"cmd": "dist_join", "rank": rank, "world": self.size, "port": self.port,
-                                             "device": device, "timeout_s": timeout_s} for rank in range(self.size)])
+                                             "device": rank_device(device, rank, self.size), "timeout_s": timeout_s}
+                                            for rank in range(self.size)])
         except BaseException:
             self.kill()
             raise
@@ -47,8 +53,8 @@ class World:
         in the same group."""
         self.request_all([{"cmd": "start", "options": each} for each in options])
         self.joined = self.request_all([{"cmd": "dist_join", "rank": rank, "world": self.size, "port": self.port,
-                                         "device": self.device, "timeout_s": self.timeout_s}
-                                        for rank in range(self.size)])
+                                         "device": rank_device(self.device, rank, self.size),
+                                         "timeout_s": self.timeout_s} for rank in range(self.size)])
 
     @property
     def name(self) -> str:
