@@ -49,9 +49,10 @@ def beyond_table(cases: dict, device: str) -> Table:
         table.notes = [
             "step p50/p95: each step timed on every rank, the slowest rank's per step; images/s: the global batches' "
             "images over the slowest rank's loop; scaling efficiency: images/s over world size × images/s at world "
-            "size 1 of the same implementation (in the same result).",
+            "size 1 of the same implementation (in the same result)",
             "grad_sync: the per-phase case's median (the slowest rank's per round, after a barrier); python-ddp's "
-            "all-reduce runs inside backward, so it has none.",
+            "all-reduce runs inside backward, so it has none; its share is of train_step's median, another case "
+            "measured at another moment, so on a loaded machine it can pass 100 %",
         ] + sorted({f"{bench['extra_info'].get('threads_split')}" for key, bench in cases.items()
                     if key[2] == device and bench["extra_info"].get("threads_split")})
     return table
