@@ -208,3 +208,29 @@ def test_torchrun_two_agents(settings, cpp_library, tmp_path):
     assert all(rank["agent_store"] == "True" for rank in ranks), ranks  # every rank a client of the agent's store
     assert all(len(rank["step_ns"]) == STEPS for rank in ranks)
     assert result["namespaces"] == (torchrun.namespaces_usable() is None), result["network"]
+
+
+def test_the_report_tables_the_data_parallel_cases_apart():
+    """The Beyond one machine table reads the data-parallel cases (keyed by world size) and the one-process tables and
+    the answer at a glance never mistake them for a workload."""
+    from phasebench.report import answer
+    from phasebench.report.distributed import beyond_table
+    from phasebench.results import all_cases
+
+    def case(phase, impl, world, median, **info):
+        return {"fullname": f"bench/test_distributed.py::x[{phase}-{impl}-cpu-world{world}]", "stats": {"median": median},
+                "extra_info": {"phase": phase, "implementation": impl, "device": "cpu", "width": 1, "batch_size": 64,
+                               "workload": "", "world_size": world, "sync": "allreduce", **info}}
+
+    run = {"step_p50_s": 0.004, "step_p95_s": 0.006}
+    benchmarks = [case("training_run", "cpp-allreduce", 1, 20.0, images_per_s=1000.0, scaling_efficiency=1.0, **run),
+                  case("training_run", "cpp-allreduce", 2, 12.0, images_per_s=1800.0, scaling_efficiency=0.9, **run),
+                  case("grad_sync", "cpp-allreduce", 2, 0.001), case("train_step", "cpp-allreduce", 2, 0.004)]
+    result = {"benchmarks": benchmarks}
+    assert all_cases(result) == {} and len(all_cases(result, distributed=True)) == 4
+    table = beyond_table(all_cases(result, distributed=True), "cpu")
+    assert [row[:2] for row in table.rows] == [["cpp-allreduce", 1], ["cpp-allreduce", 2]]
+    assert table.rows[1][5] == pytest.approx(1.0) and table.rows[1][6] == pytest.approx(25.0)
+    assert table.rows[1][7:] == [1800.0, 0.9]
+    titles = [title for title, _ in answer(benchmarks)]
+    assert titles == ["phasebench: beyond one machine on cpu"]
