@@ -30,6 +30,10 @@ from phasebench.worker.client import worker_clock
 
 from .test_phases import CHECKED_ROUNDS, work_problems
 
+# pytest-benchmark reads the in-worker durations through this clock (the slowest rank's per round; a training run's
+# Total Time), never the pytest process's wall time around a round.
+pytestmark = pytest.mark.benchmark(timer=worker_clock)
+
 CHECK_STEPS = 12  # under --benchmark-disable: a log line, and the second epoch never reached
 BARRIER = ("every rank leaves a barrier (the process group's), untimed, just before its clock starts; the round's "
            "value is the slowest rank's time")
