@@ -16,10 +16,10 @@ from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload
 from phasebench.worker import build
 from phasebench.worker.client import Worker, WorkerPool
-from phasebench.worker.world import World, WorldPool, rank_device
 
 if TYPE_CHECKING:  # an annotation only: the plugin is loaded by pytest, not imported here
     from phasebench.plugin import Settings
+    from phasebench.worker.world import World
 
 pytest_plugins = ["phasebench.plugin"]  # already registered under this name when installed (pyproject.toml)
 
@@ -115,6 +115,8 @@ def new_worker(request, settings, tmp_path):
 @pytest.fixture(scope="session")
 def world_pool(settings, tmp_path_factory):
     """Data-parallel worlds (docs/distributed.md): one at a time, W of the suite's workers of one implementation."""
+    from phasebench.worker.world import World, WorldPool, rank_device  # here: only a data-parallel run needs it
+
     logs = tmp_path_factory.mktemp("world-logs")
 
     def make(impl: str, device: str, size: int, workload: Workload, library: str | None) -> World:

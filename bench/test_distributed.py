@@ -69,7 +69,13 @@ def sync_problems(product: dict, world_size: int) -> list[str]:
     return problems
 
 
-def test_dist_phase(benchmark, world_for, settings, phase, impl, device, world_size, workload):
+def watching(world, device: str, impl: str):
+    """What utilization watches: every rank's worker process (extra_info["cpu"]: theirs together, and each one's)."""
+    return types.SimpleNamespace(pids=[worker.pid for worker in world.workers], device=device, impl=impl,
+                                 pci_bus_id=world.workers[0].pci_bus_id)
+
+
+def test_dist_phase(benchmark, world_for, utilization_of, settings, phase, impl, device, world_size, workload):
     registered = registry.get(impl)
     world = world_for(impl, device, world_size, workload)
     taken = []  # per round: every rank's reply
@@ -86,7 +92,8 @@ def test_dist_phase(benchmark, world_for, settings, phase, impl, device, world_s
         backend=world.joined[0]["backend"], rounds=settings.rounds, warmup_rounds=settings.warmup_rounds,
         **threads_info(settings, device, world_size), clock=BARRIER, dist_timeout_s=settings.dist_timeout,
         note=registered.notes.get(device))
-    benchmark.pedantic(one_round, rounds=settings.rounds, warmup_rounds=settings.warmup_rounds, iterations=1)
+    with utilization_of(watching(world, device, impl)):
+        benchmark.pedantic(one_round, rounds=settings.rounds, warmup_rounds=settings.warmup_rounds, iterations=1)
     while len(taken) < CHECKED_ROUNDS:  # under --benchmark-disable
         one_round()
     counted = taken[-settings.rounds:] if benchmark.enabled else taken
@@ -118,8 +125,8 @@ def single_rank_rates() -> dict:
     return {}
 
 
-def test_dist_training_run(benchmark, world_for, world_pool, settings, single_rank_rates, progress, impl, device,
-                           world_size, workload):
+def test_dist_training_run(benchmark, world_for, world_pool, utilization_of, settings, single_rank_rates, progress,
+                           impl, device, world_size, workload):
     registered = registry.get(impl)
     steps = workload.steps_per_epoch * settings.epochs if benchmark.enabled else CHECK_STEPS
     runs = []
@@ -127,8 +134,9 @@ def test_dist_training_run(benchmark, world_for, world_pool, settings, single_ra
     def one_round():
         world_pool.release()  # a fresh world: its set-up and its joining the group are the run's
         world = world_for(impl, device, world_size, workload)
-        replies = world.request_all({"cmd": "timed_steps", "steps": steps},
-                                    timeout=settings.round_timeout * max(1, settings.epochs))
+        with utilization_of(watching(world, device, impl)):  # the last round's is the one recorded
+            replies = world.request_all({"cmd": "timed_steps", "steps": steps},
+                                        timeout=settings.round_timeout * max(1, settings.epochs))
         ranks = []
         for worker, joined, reply in zip(world.workers, world.joined, replies):
             loop_ns = reply["ended_at_ns"] - reply["started_at_ns"]
@@ -180,7 +188,8 @@ def test_dist_training_run(benchmark, world_for, world_pool, settings, single_ra
                for ranks in runs for rank in ranks)
 
 
-def test_torchrun(benchmark, settings, request, single_rank_rates, tmp_path, impl, device, world_size, workload):
+def test_torchrun(benchmark, settings, request, utilization_of, single_rank_rates, tmp_path, impl, device, world_size,
+                  workload):
     """The training run launched by torchrun (docs/distributed.md, "Several machines"): two agents (--nnodes 2, c10d
     rendezvous, a shared --rdzv-id, --max-restarts 0) of world_size / 2 ranks each, in two network namespaces where the
     machine allows (extra_info["network"] says which). Each round: fresh agents, the same steps as
@@ -212,7 +221,10 @@ def test_torchrun(benchmark, settings, request, single_rank_rates, tmp_path, imp
 
     benchmark.group = f"torchrun-world{world_size}"
     rounds = settings.run_rounds if benchmark.enabled else 1
-    benchmark.pedantic(one_round, rounds=rounds, warmup_rounds=0, iterations=1)
+    # The ranks are torchrun's processes, not the suite's: utilization watches the device only (as test_phase does
+    # with several processes).
+    with utilization_of(types.SimpleNamespace(pid=None, device=device, impl=impl)):
+        benchmark.pedantic(one_round, rounds=rounds, warmup_rounds=0, iterations=1)
     images = (steps // workload.steps_per_epoch) * TRAIN_IMAGES + (steps % workload.steps_per_epoch) * workload.batch_size
     loops = [max(rank["loop_ns"] for rank in run["ranks"]) for run in runs]
     step_slowest = [max(per) for run in runs for per in zip(*(rank["step_ns"] for rank in run["ranks"]))]
