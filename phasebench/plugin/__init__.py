@@ -124,13 +124,6 @@ def pytest_addoption(parser):
                          "the intra-op threads split between them; 1,2,4 on cuda)")
     group.addoption("--models", default="1,4,16",
                     help="test_ensemble: how many models train together, comma-separated (default: 1,4,16)")
-    group.addoption("--world-size", default=None,
-                    help="data parallel: world sizes, comma-separated (e.g. 1,2); without it no distributed case "
-                         "exists (docs/distributed.md). On cpu the ranks split the intra-op threads; on cuda one GPU "
-                         "a rank")
-    group.addoption("--dist-timeout", type=float, default=60.0,
-                    help="data parallel: the process group's timeout in seconds: a rank that dies or hangs makes "
-                         "its peers fail within it (default: 60)")
     group.addoption("--no-utilization", action="store_true",
                     help="do not sample GPU and worker CPU utilization (extra_info gpu and cpu are null)")
 
@@ -227,13 +220,10 @@ def pytest_configure(config):
         jobs = config.getoption("jobs")
         jobs = dict.fromkeys(DEVICES, parse_sizes(jobs, "--jobs")) if jobs else dict(DEFAULT_JOBS)
         models = parse_sizes(config.getoption("models"), "--models")
-        world_sizes = parse_sizes(config.getoption("world_size"), "--world-size") if config.getoption(
-            "world_size") else ()
-        chosen_workloads = workloads(widths, batch_sizes)
-        for size in world_sizes:
-            for workload in chosen_workloads:
-                if workload.shard_problem(size):
-                    raise ValueError(f"--world-size {size}: {workload.shard_problem(size)}")
+        world_sizes = parse_sizes(text, "--world-size") if (text := config.getoption("world_size")) else ()
+        unsplit = [w.shard_problem(n) for n in world_sizes for w in workloads(widths, batch_sizes) if w.shard_problem(n)]
+        if unsplit:
+            raise ValueError(f"--world-size: {unsplit[0]}")
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
     devices = _choices(config, "device", DEVICES)
@@ -327,14 +317,6 @@ def pytest_benchmark_update_commit_info(config, commit_info):
         return
     commit_info.update(id=commit, dirty=os.environ[DIRTY_ENV] == "1",
                        commit_source=f"{COMMIT_ENV} (a copy without git history)")
-
-
-def pytest_ignore_collect(collection_path, config):
-    """Without --world-size no distributed case exists: their module is not even collected."""
-    if collection_path.name == "test_distributed.py" and collection_path.parent.name == "bench" \
-            and not getattr(getattr(config, "phasebench", None), "world_sizes", ()):
-        return True
-    return None
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):

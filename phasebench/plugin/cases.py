@@ -11,6 +11,26 @@ from phasebench.registry import DEVICES
 RUN_ORDER = pytest.StashKey[int]()  # a test_phase case's place among the implementations of its phase
 
 
+def pytest_addoption(parser):
+    """Data parallel's options (docs/distributed.md); phasebench/plugin/__init__.py resolves them."""
+    group = parser.getgroup("phasebench", "phasebench: Python vs C++ training phases")
+    group.addoption("--world-size", default=None,
+                    help="data parallel: world sizes, comma-separated (e.g. 1,2); without it no distributed case "
+                         "exists (docs/distributed.md). On cpu the ranks split the intra-op threads; on cuda one GPU "
+                         "a rank")
+    group.addoption("--dist-timeout", type=float, default=60.0,
+                    help="data parallel: the process group's timeout in seconds: a rank that dies or hangs makes "
+                         "its peers fail within it (default: 60)")
+
+
+def pytest_ignore_collect(collection_path, config):
+    """Without --world-size no distributed case exists: their module is not even collected."""
+    if collection_path.name == "test_distributed.py" and collection_path.parent.name == "bench" \
+            and not getattr(getattr(config, "phasebench", None), "world_sizes", ()):
+        return True
+    return None
+
+
 def pytest_generate_tests(metafunc):
     """Every test that takes `impl` and `device` runs per selected implementation (--impl) and device, and
     per workload (--width, --batch-size) where it takes `workload`; test_phase per phase of the
