@@ -19,6 +19,7 @@ from phasebench.worker.client import Worker, WorkerPool
 
 if TYPE_CHECKING:  # an annotation only: the plugin is loaded by pytest, not imported here
     from phasebench.plugin import Settings
+    from phasebench.worker.world import World
 
 pytest_plugins = ["phasebench.plugin"]  # already registered under this name when installed (pyproject.toml)
 
@@ -121,6 +122,41 @@ def new_worker(request, settings, tmp_path):
         return partial(Worker, impl, device, options | overrides, settings.round_timeout, library)
 
     return spawner
+
+
+@pytest.fixture(scope="session")
+def world_pool(settings, tmp_path_factory):
+    """Data-parallel worlds (docs/distributed.md): one at a time, W of the suite's workers of one implementation."""
+    from phasebench.worker.world import World, WorldPool, rank_device  # here: only a data-parallel run needs it
+
+    logs = tmp_path_factory.mktemp("world-logs")
+
+    def make(impl: str, device: str, size: int, workload: Workload, library: str | None) -> World:
+        threads = settings.rank_threads(device, size)
+
+        def spawn(rank: int):
+            log = logs / f"{'-'.join(filter(None, (impl, device, f'world{size}', workload.id)))}-rank{rank}.log"
+            options = settings.worker_options(rank_device(device, rank, size), log_path=str(log), impl=impl,
+                                              workload=workload)
+            return partial(Worker, impl, device, options | {"threads": threads}, settings.round_timeout, library)
+
+        return World([spawn(rank) for rank in range(size)], device, settings.dist_timeout)
+
+    pool = WorldPool(lambda impl, device, size, workload, library: make(impl, device, size, workload, library))
+    yield pool
+    pool.release()
+
+
+@pytest.fixture
+def world_for(request, settings, world_pool):
+    """world_for(impl, device, world_size, workload=the published one): the data-parallel world for that case (one at
+    a time: asking for another stops the last), skipping what cannot run here."""
+
+    def get(impl: str, device: str, size: int, workload: Workload = DEFAULT_WORKLOAD) -> World:
+        library = _library_or_skip(request, settings, impl, device)
+        return world_pool.get((impl, device, size, workload, library))
+
+    return get
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from phasebench.spec import (  # noqa: F401  (ONE_SHOT_PHASES, TRAINING_PHASES r
     OPTIMIZERS,
     STEP_IN_RUN,
     STEPS,
+    SYNCS,
     TRAINING_PHASES,
     step_phases,
 )
@@ -57,6 +58,10 @@ class Implementation:
     single_model: bool = True
     # Per device, what a reader of its results must know (recorded in extra_info["note"]).
     notes: dict[str, str] = field(default_factory=dict)
+    # Data parallel (docs/distributed.md): how its ranks synchronize gradients, spec.SYNCS; None: one process.
+    # A data-parallel implementation has cases only where --world-size asks for them (bench/test_distributed.py).
+    sync: str | None = None
+    bucket_mb: float | None = None  # DDP's bucket_cap_mb (None: DDP's default, 25 MiB, the first bucket 1 MiB)
 
     def __post_init__(self):
         assert self.language in LANGUAGES, f"{self.name}: unknown language {self.language}"
@@ -66,11 +71,24 @@ class Implementation:
             f"{self.name}: ensemble {self.ensemble!r}")
         assert self.single_model or self.ensemble, f"{self.name}: trains nothing"
         assert self.language == "python" or self.optimizer == "sgd", f"{self.name}: SGD's flags are Python's"
+        assert self.sync in (None, *SYNCS) and (not self.sync or (self.loader == "batched" and self.step == "eager"
+                                                                  and not self.ensemble)), self.name
+        assert self.sync != "ddp" or self.language == "python", f"{self.name}: DDP is Python's"
+
+    @property
+    def distributed(self) -> bool:
+        return self.sync is not None
 
     @property
     def phases(self) -> tuple[str, ...]:
-        """Its per-phase cases: its step's phases (none where it trains ensembles only)."""
-        return step_phases(self.step) if self.single_model else ()
+        """Its per-phase cases: its step's phases (none where it trains ensembles only), and its gradient
+        synchronization's own phase after backward where it has one."""
+        phases = step_phases(self.step) if self.single_model else ()
+        own = SYNCS[self.sync].phase if self.sync else None
+        if own:
+            at = phases.index("backward") + 1
+            phases = phases[:at] + (own,) + phases[at:]
+        return phases
 
     @property
     def split_on_device(self) -> bool:
@@ -106,11 +124,16 @@ class Implementation:
         options = {"loader": self.loader, "step": self.step}
         if self.language == "python":
             options |= {"optimizer": self.optimizer} | ({"ensemble": self.ensemble} if self.ensemble else {})
+        if self.sync and self.language == "python":
+            options |= {"sync": self.sync} | ({"bucket_mb": self.bucket_mb} if self.bucket_mb else {})
         return options
 
     def runs_in(self, fixtures) -> bool:
         """Whether a test taking these fixtures has cases for it: ensemble tests (they take `models`) for
-        implementations with an ensemble, every other test for those that train a single model."""
+        implementations with an ensemble, data-parallel tests (they take `world_size`) for the data-parallel ones,
+        every other test for those that train a single model in one process."""
+        if ("world_size" in fixtures) != self.distributed:
+            return False
         return bool(self.ensemble) if "models" in fixtures else self.single_model
 
     @property
@@ -158,6 +181,22 @@ REGISTRY: tuple[Implementation, ...] = (
                    "torch.compile(mode=\"reduce-overhead\"): the compiler's CUDA graphs of forward and backward, "
                    "the optimizer eager", "python-graphs", loader="batched",
                    step="compile-cudagraphs"),
+    # Data parallel (docs/distributed.md): W ranks, each training batch / W images of every global batch (the
+    # batched loader's split, DistributedSampler(shuffle=False)'s order), one update of the global batch a step.
+    Implementation("python-ddp", "python", "data parallel: the batched loader's shard of each global batch, the model "
+                   "in DistributedDataParallel (its all-reduce inside backward)", "python-allreduce",
+                   loader="batched", sync="ddp"),
+    # The Net's 87 KB of gradients fit in DDP's first bucket (1 MiB), so by default nothing overlaps backward: 0.02 MiB
+    # buckets split them (fc1.weight's 64 KB alone, the rest in a few more), each all-reduced as backward reaches it.
+    Implementation("python-ddp-buckets", "python", "python-ddp with bucket_cap_mb=0.02: the gradients in several "
+                   "buckets, each all-reduced while backward goes on", "python-ddp", loader="batched", sync="ddp",
+                   bucket_mb=0.02),
+    Implementation("python-allreduce", "python", "data parallel: the batched loader's shard of each global batch, each "
+                   "gradient all-reduced after backward and divided by the world size (dist-mnist.cpp's algorithm)",
+                   "cpp-allreduce", loader="batched", sync="allreduce"),
+    Implementation("cpp-allreduce", "cpp", "data parallel: the batched loader's shard of each global batch, each "
+                   "gradient all-reduced through c10d after backward and divided by the world size (dist-mnist.cpp)",
+                   "python-allreduce", loader="batched", sync="allreduce"),
 )
 BY_NAME = {impl.name: impl for impl in REGISTRY}
 NAMES = tuple(BY_NAME)
@@ -183,8 +222,9 @@ def parse(text: str) -> tuple[str, ...]:
 
 
 def variants() -> tuple[Implementation, ...]:
-    """Every implementation that has a reference: what the equivalence tests compare with it."""
-    return tuple(impl for impl in REGISTRY if impl.reference)
+    """Every one-process implementation that has a reference: what the equivalence tests compare with it (the
+    data-parallel ones have tests/test_distributed.py)."""
+    return tuple(impl for impl in REGISTRY if impl.reference and not impl.distributed)
 
 
 def language_reference(impl: Implementation) -> Implementation:

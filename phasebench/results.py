@@ -131,16 +131,22 @@ def read_result(path: Path, prog: str = "phasebench.report") -> dict:
 def case_key(bench: dict) -> tuple[str, str, str, str] | None:
     """(phase, implementation, device, workload id) of a saved benchmark, from its extra_info; None for what
     is not a phasebench case. The one place that turns a result into its key (the report and the gate read it);
-    results saved before workloads existed are of the published workload, id ''."""
+    results saved before workloads existed are of the published workload, id ''. A data-parallel case's workload
+    id ends in its world size ('world2', 'w4-b256-world2'), so that world sizes never collide."""
     info = bench.get("extra_info") or {}
     if not {"phase", "device", "implementation"} <= info.keys():
         return None
-    return info["phase"], info["implementation"], info["device"], spec.of_info(info).id
+    workload = spec.of_info(info).id
+    if info.get("world_size"):
+        workload = "-".join(filter(None, (workload, f"world{info['world_size']}")))
+    return info["phase"], info["implementation"], info["device"], workload
 
 
-def all_cases(result: dict) -> dict[tuple[str, str, str, str], dict]:
-    """(phase, implementation, device, workload id) -> benchmark, for every phasebench case of a result."""
-    return {key: bench for bench in result["benchmarks"] if (key := case_key(bench))}
+def all_cases(result: dict, distributed: bool = False) -> dict[tuple[str, str, str, str], dict]:
+    """(phase, implementation, device, workload id) -> benchmark, for every one-process phasebench case of a result;
+    with distributed=True, for every data-parallel case instead (extra_info["world_size"]; docs/distributed.md)."""
+    return {key: bench for bench in result["benchmarks"]
+            if (key := case_key(bench)) and bool((bench.get("extra_info") or {}).get("world_size")) == distributed}
 
 
 def ratio_pairs(names) -> list[tuple[str, str]]:

@@ -33,6 +33,9 @@ ONE_SHOT_PHASES = tuple(ONE_SHOT_LABELS)
 # Not training phases: the empty timed region (the timer floor, worker_overhead), and the C++ example's per-step
 # loss.item() (docs/method.md#how-our-trainers-differ-from-pytorchexamples-and-why).
 EXTRA_LABELS = {"loss_item": "loss.item()", "noop": "No-op"}
+# Data parallel only (docs/distributed.md): the all-reduce of the gradients after backward, timed alone.
+GRAD_SYNC = "grad_sync"
+SYNC_LABELS = {GRAD_SYNC: "Gradient Sync"}
 
 
 
@@ -62,6 +65,24 @@ STEPS = {
 # (unless the step copies each batch into static buffers).
 LOADERS = {"published": False, "tensor": False, "batched": True, "workers": False}
 OPTIMIZERS = ("sgd", "foreach", "fused")
+
+
+@dataclass(frozen=True)
+class SyncFacts:
+    """How a data-parallel implementation synchronizes its gradients (docs/distributed.md)."""
+
+    phase: str | None  # its own phase after backward, or None where the all-reduce runs inside backward
+    how: str
+
+
+# "ddp": DistributedDataParallel, whose bucketed all-reduce runs inside backward (autograd hooks), so it has no
+# grad_sync phase; "allreduce": pytorch/examples' dist-mnist.cpp, each gradient all-reduced after backward, then
+# divided by the world size.
+SYNCS = {
+    "ddp": SyncFacts(None, "DistributedDataParallel: its bucketed all-reduce runs inside backward"),
+    "allreduce": SyncFacts(GRAD_SYNC, "each gradient all-reduced (summed) after backward, then divided by the world "
+                                      "size, as pytorch/examples' cpp/distributed/dist-mnist.cpp does"),
+}
 ENSEMBLES = ("loop", "vmap")
 
 
@@ -78,7 +99,7 @@ def step_phases(step: str) -> tuple[str, ...]:
 # recorded it as "train_step"; run_total reads both.
 STEP_IN_RUN = "step_in_run"
 RUN_LABELS = {STEP_IN_RUN: "Step In Run"}
-LABELS = PHASE_LABELS | ONE_SHOT_LABELS | EXTRA_LABELS | RUN_LABELS
+LABELS = PHASE_LABELS | ONE_SHOT_LABELS | EXTRA_LABELS | RUN_LABELS | SYNC_LABELS
 
 
 def run_total(phase_total: dict, name: str):
@@ -144,6 +165,14 @@ class Workload:
     @property
     def last_batch(self) -> int:
         return TRAIN_IMAGES - (self.steps_per_epoch - 1) * self.batch_size
+
+    def shard_problem(self, world_size: int) -> str | None:
+        """Why a world of this size cannot split this workload's global batches (None when it can): every rank takes
+        batch / W images of each, so W must divide the batch and the epoch's last batch."""
+        if self.batch_size % world_size or self.last_batch % world_size:
+            return (f"world size {world_size} must divide the batch ({self.batch_size}) and the epoch's last batch "
+                    f"({self.last_batch}): each rank trains batch / world size images of every global batch")
+        return None
 
     def as_options(self) -> dict:
         return {"width": self.width, "batch_size": self.batch_size}

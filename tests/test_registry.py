@@ -6,14 +6,16 @@ from types import SimpleNamespace
 import pytest
 
 from phasebench import registry
-from phasebench.spec import DEFAULT, Workload, parse_sizes, workloads
+from phasebench.spec import DEFAULT, SYNCS, Workload, parse_sizes, workloads
 from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
 
 
 def test_every_implementation_is_complete():
     for impl in registry.REGISTRY:
         assert impl.reference is None or impl.reference in registry.BY_NAME, impl
-        assert set(impl.phases) <= set(PHASE_NAMES + registry.ONE_SHOT_PHASES), f"{impl.name}: phases {impl.phases}"
+        # grad_sync: a data-parallel implementation's all-reduce after backward (docs/distributed.md).
+        own = (SYNCS[impl.sync].phase,) if impl.sync and SYNCS[impl.sync].phase else ()
+        assert set(impl.phases) <= set(PHASE_NAMES + registry.ONE_SHOT_PHASES + own), f"{impl.name}: phases {impl.phases}"
         # A one-shot phase belongs to the step that needs it, and a step replayed whole has no split phases.
         assert impl.one_shot == {"graphs": "graph_capture", "compile": "compile",
                                  "compile-cudagraphs": "compile"}.get(impl.step), impl
@@ -23,6 +25,20 @@ def test_every_implementation_is_complete():
         assert registry.language_reference(impl).language == impl.language
     assert registry.TRAINING_PHASES == PHASE_NAMES, "the registry's phases and phasebench/train/trainer.py's PHASES"
     assert registry.DEFAULT_IMPLS == ("python", "cpp")
+
+
+def test_data_parallel_implementations_have_cases_only_in_data_parallel_tests():
+    """A data-parallel implementation runs in the tests that take `world_size` (bench/test_distributed.py), and only
+    there; grad_sync follows backward where the all-reduce runs after it, and DDP has none."""
+    ddp, allreduce, cpp = (registry.get(name) for name in ("python-ddp", "python-allreduce", "cpp-allreduce"))
+    phase_test, dist_test = ("benchmark", "phase", "impl", "device"), ("benchmark", "phase", "impl", "device",
+                                                                       "world_size")
+    assert not ddp.runs_in(phase_test) and ddp.runs_in(dist_test) and not registry.get("python").runs_in(dist_test)
+    assert "grad_sync" not in ddp.phases
+    assert allreduce.phases == cpp.phases and allreduce.phases[allreduce.phases.index("backward") + 1] == "grad_sync"
+    assert allreduce.trainer_options()["sync"] == "allreduce" and "sync" not in cpp.trainer_options()
+    assert DEFAULT.shard_problem(2) is None and "must divide" in DEFAULT.shard_problem(3)
+    assert "must divide" in Workload(1, 96).shard_problem(64)  # 96 divides by... 64 does not divide 96
 
 
 def test_which_tests_make_cases_for_an_implementation():

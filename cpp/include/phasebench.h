@@ -17,7 +17,7 @@ extern "C" {
 #define PB_ERROR 1
 /* Bumped whenever a struct or a signature below changes: phasebench/worker/cpp_lib.py refuses a library whose
  * pb_abi_version() differs (or that lacks it), instead of misreading memory. */
-#define PB_ABI_VERSION 5
+#define PB_ABI_VERSION 6
 
 /* Opaque: one model, optimizer and data loader. A handle is a token (a slot and a generation),
  * never an address to dereference; a destroyed session's token stays refused. */
@@ -143,6 +143,18 @@ int pb_ensemble_destroy(pb_session* session);
 /* Peak bytes allocated on the session's device since its last pb_train began (LibTorch's caching
  * allocator); -1 on cpu. */
 int pb_peak_device_memory(pb_session* session, int64_t* bytes);
+
+/* Data parallel (docs/distributed.md): the session joins the c10d process group registered under group_name (the
+ * worker made it through torch.distributed, which registers it in c10d's group registry). From then on its
+ * batches are this rank's shard of each global batch (the batched loader only; the world size must divide the
+ * batch and the epoch's last batch), every step all-reduces each gradient after backward and divides it by the
+ * world size (pytorch/examples' dist-mnist.cpp), the phase "grad_sync" times that alone, and every phase's clock
+ * starts just after a barrier. A collective that a dead or hung peer never joins fails after the group's timeout. */
+int pb_dist_attach(pb_session* session, const char* group_name);
+
+/* `steps` training steps as the phase train_step runs them (loading and copying the shard, the step, its log line
+ * when due), each timed alone: step_ns[i] is step i's time. */
+int pb_dist_steps(pb_session* session, int64_t steps, int64_t* step_ns);
 
 #ifdef __cplusplus
 }

@@ -251,4 +251,22 @@ int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t m
   });
 }
 
+int pb_dist_attach(pb_session* session, const char* group_name) {
+  return guarded([&] {
+    const auto held = session_of(session);
+    require(group_name, "group name");
+    held->trainer.attach(group_name);
+  });
+}
+
+int pb_dist_steps(pb_session* session, int64_t steps, int64_t* step_ns) {
+  return guarded([&] {
+    const auto held = session_of(session);
+    require(step_ns, "step time buffer");
+    if (steps < 0) throw std::invalid_argument("a negative number of steps");
+    const auto ns = held->trainer.timed_steps(steps);
+    std::copy(ns.begin(), ns.end(), step_ns);
+  });
+}
+
 }  // extern "C"

@@ -68,6 +68,15 @@ std::vector<Phase> Trainer::make_phases() {
        [this] { backward(); }, [this] { return backward_product(); }},
       {"param_update", Uses::split_step, [this] { forwarded(); backward(); capture_update(); }, [this] { update(); },
        [this] { return updated_product(); }},
+      // Data parallel only (Trainer::attach): the all-reduce of the gradients backward left.
+      {"grad_sync", Uses::split_step,
+       [this] {
+         if (!distributed()) throw std::invalid_argument("'grad_sync' is a phase of a data-parallel trainer only");
+         forwarded();
+         backward();
+         sync_before_ = model_->conv1->weight.grad().clone();
+       },
+       [this] { grad_sync(); }, [this] { return synced_product(); }},
       {"progress_print", Uses::split_step, [this] { forwarded(); }, [this] { print_progress(); },
        [this] { return loss_product(loss_); }},
       {"train_step", Uses::step, nullptr,
@@ -172,6 +181,16 @@ pb_result Trainer::updated_product() {
   auto r = product(weight, all_finite(model_->parameters()));
   r.update_error = max_abs(weight - expected);
   r.moved = max_abs(weight - check_weight_);
+  return r;
+}
+
+// grad_sync: every gradient finite and non-zero, and conv1's moved from this rank's own (the shards differ).
+pb_result Trainer::synced_product() {
+  const auto& grad = model_->conv1->weight.grad();
+  auto r = product(grad, all_finite(grads()));
+  r.nonzero_grads = 0;
+  for (const auto& g : grads()) r.nonzero_grads += g.defined() && g.ne(0).any().item<bool>();
+  r.moved = max_abs(grad - sync_before_);
   return r;
 }
 

@@ -65,7 +65,8 @@ int64_t Trainer::train(int32_t epochs, bool synchronize, int64_t max_steps, std:
                    step_->run(*this);
                    if (log_due_) print_progress();
                  });
-  std::optional<RunPhase> one_shot;
+  std::optional<RunPhase> one_shot, gradients;
+  if (distributed()) gradients = phase("grad_sync", [&] { grad_sync(); });  // data parallel: after backward
   if (step_->one_shot()) one_shot = phase(step_->one_shot(), [&] { step_->run_one_shot(*this); }, true);
   release();
   sync();
@@ -90,6 +91,7 @@ int64_t Trainer::train(int32_t epochs, bool synchronize, int64_t max_steps, std:
       run(forward_pass);
       run(loss);
       run(backward_pass);
+      if (gradients) run(*gradients);
       run(param_update);
       seen_ = (batch_idx + 1) * batch_size_;
       if (batch_idx % kLogInterval == 0) run(progress);

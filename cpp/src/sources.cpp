@@ -41,10 +41,13 @@ class PublishedSource : public BatchSource {
 // cuda the split lives on the device, so copy_to_device copies nothing.
 class SplitSource : public BatchSource {
  public:
-  SplitSource(const torch::data::datasets::MNIST& mnist, int64_t batch_size, const torch::Device& device)
+  SplitSource(const torch::data::datasets::MNIST& mnist, int64_t batch_size, const torch::Device& device,
+              int64_t rank, int64_t world)
       : images_(torch::data::transforms::Normalize<>(kMean, kStd)(mnist.images()).to(device)),
         targets_(mnist.targets().to(device)),
-        batch_size_(batch_size) {}
+        batch_size_(batch_size),
+        rank_(rank),
+        world_(world) {}
   void start_epoch() override { next_ = 0; }
   bool keeps_memory_of(const torch::Tensor& t) const override {
     return t.is_alias_of(images_) || t.is_alias_of(targets_);
@@ -53,7 +56,9 @@ class SplitSource : public BatchSource {
     const int64_t size = images_.size(0);
     if (next_ >= size) return false;
     const int64_t end = std::min(next_ + batch_size_, size);
-    batch = Batch(images_.slice(0, next_, end), targets_.slice(0, next_, end));
+    // A rank's shard of the global batch: DistributedSampler(shuffle=False) hands rank r the indices r, r + W, ...
+    // of the split, so its k-th batch of batch_size / W is the global batch k's images r, r + W, ...
+    batch = Batch(images_.slice(0, next_ + rank_, end, world_), targets_.slice(0, next_ + rank_, end, world_));
     next_ = end;
     return true;
   }
@@ -61,15 +66,18 @@ class SplitSource : public BatchSource {
  private:
   torch::Tensor images_, targets_;
   int64_t batch_size_;
+  int64_t rank_, world_;
   int64_t next_ = 0;
 };
 
 }  // namespace
 
 std::unique_ptr<BatchSource> make_source(const std::string& kind, const torch::data::datasets::MNIST& mnist,
-                                         int64_t batch_size, const torch::Device& device) {
-  if (kind == "published") return std::make_unique<PublishedSource>(mnist, batch_size);
-  if (kind == "batched") return std::make_unique<SplitSource>(mnist, batch_size, device);
+                                         int64_t batch_size, const torch::Device& device, int64_t rank,
+                                         int64_t world) {
+  if (kind == "published" && world == 1) return std::make_unique<PublishedSource>(mnist, batch_size);
+  if (kind == "batched") return std::make_unique<SplitSource>(mnist, batch_size, device, rank, world);
+  if (kind == "published") throw std::invalid_argument("a data-parallel rank's shard needs the batched loader");
   throw std::invalid_argument("unknown loader '" + kind + "': published or batched");
 }
 

@@ -16,6 +16,7 @@ void eager_step(Trainer& trainer) {
   trainer.forward();
   trainer.compute_loss();
   trainer.backward();
+  if (trainer.distributed()) trainer.grad_sync();  // data parallel: dist-mnist.cpp's all-reduce after backward
   trainer.update();
 }
 

@@ -52,7 +52,8 @@ Trainer::~Trainer() {
 std::vector<std::string> Trainer::phase_names() const {
   std::vector<std::string> names;
   for (const auto& phase : phases_)
-    if (phase.name != "noop" && phase.name != "loss_item") names.push_back(phase.name);
+    if (phase.name != "noop" && phase.name != "loss_item" && (phase.name != "grad_sync" || distributed()))
+      names.push_back(phase.name);
   return names;
 }
 
@@ -87,6 +88,9 @@ Timing Trainer::run_phase(const std::string& name, pb_result* result) {
     release();
   }
   if (phase->prepare) phase->prepare();
+  // Data parallel: every rank leaves a barrier, untimed, just before its clock starts, so that no rank's clock
+  // holds the wait for a late one (docs/distributed.md).
+  if (distributed()) barrier();
   const int32_t leftovers = continuing ? -1 : static_cast<int32_t>(std::count_if(
       earlier.begin(), earlier.end(), [](const WeakTensor& w) { return w.alive(); }));
   earlier.clear();

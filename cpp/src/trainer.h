@@ -89,8 +89,11 @@ class BatchSource {
 };
 
 // "published" (LibTorch's loader) or "batched" (slices of the split normalized once, on the device).
+// A data-parallel rank's shard (rank, world > 1): of each global batch, the images rank, rank + world, ...:
+// DistributedSampler(shuffle=False)'s order with a batch of batch_size / world (docs/distributed.md); "batched" only.
 std::unique_ptr<BatchSource> make_source(const std::string& kind, const torch::data::datasets::MNIST& mnist,
-                                         int64_t batch_size, const torch::Device& device);
+                                         int64_t batch_size, const torch::Device& device, int64_t rank = 0,
+                                         int64_t world = 1);
 
 // -- the clock (clock.cpp) ------------------------------------------------------------------------------------
 
@@ -219,6 +222,19 @@ class Trainer {
   int64_t train(int32_t epochs, bool synchronize, int64_t max_steps, std::vector<int64_t>& phase_ns,
                 int64_t& steps, int64_t& cpu_ns);
 
+  // -- data parallel (distributed.cpp; docs/distributed.md) ----------------------------------------------------
+  // Joins the c10d process group registered under group_name (route (a): the worker made it through
+  // torch.distributed): the batches become this rank's shard, and a step all-reduces its gradients after backward.
+  void attach(const std::string& group_name);
+  bool distributed() const { return group_ != nullptr; }
+  int64_t rank() const { return rank_; }
+  int64_t world() const { return world_; }
+  // Each gradient all-reduced (summed) in turn, then divided by the world size: dist-mnist.cpp's algorithm.
+  void grad_sync();
+  void barrier();
+  // `steps` training steps as train_step runs them, each timed alone (the distributed training run).
+  std::vector<int64_t> timed_steps(int64_t steps);
+
   void start_ensemble(int64_t models);
   void stop_ensemble();
   int64_t ensemble_size() const { return static_cast<int64_t>(ensemble_.size()); }
@@ -273,8 +289,14 @@ class Trainer {
   pb_result forwarded_product();
   pb_result backward_product();
   void capture_update();
+  pb_result synced_product();
   pb_result updated_product();
   pb_result fresh_product();
+
+  struct Group;  // distributed.cpp: the c10d process group, so that only that file includes c10d's headers
+  std::shared_ptr<Group> group_;
+  int64_t rank_ = 0, world_ = 1;
+  torch::Tensor sync_before_;  // grad_sync's product: conv1's gradient before the all-reduce
 
   double dropout_;
   torch::Device device_;

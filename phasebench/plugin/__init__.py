@@ -78,6 +78,14 @@ class Settings:
     @property
     def free_running(self) -> bool:
         return "free-running" in self.extras
+    # Data parallel (docs/distributed.md): --world-size; empty: no distributed case exists (bench/test_distributed.py
+    # is not collected). dist_timeout: the process group's timeout, which bounds how long a dead rank's peers wait.
+    world_sizes: tuple[int, ...] = ()
+    dist_timeout: float = 60.0
+
+    def rank_threads(self, device: str, world_size: int) -> int:
+        """A rank's intra-op threads: on cpu the ranks split --threads as concurrent jobs do; on cuda each keeps it."""
+        return max(1, self.threads // world_size) if device == "cpu" else self.threads
 
     def worker_options(self, device: str, log_path: str, impl: str, workload: Workload = DEFAULT_WORKLOAD) -> dict:
         """What a worker of `impl` on `device` trains: its implementation's pipeline on this workload."""
@@ -181,6 +189,10 @@ def pytest_configure(config):
         jobs = dict.fromkeys(DEVICES, parse_sizes(jobs, "--jobs")) if jobs else dict(DEFAULT_JOBS)
         models = parse_sizes(config.getoption("models") or ",".join(map(str, DEFAULT_MODELS)), "--models")
         extras = chosen_selections(config)
+        world_sizes = parse_sizes(text, "--world-size") if (text := config.getoption("world_size")) else ()
+        unsplit = [w.shard_problem(n) for n in world_sizes for w in workloads(widths, batch_sizes) if w.shard_problem(n)]
+        if unsplit:
+            raise ValueError(f"--world-size: {unsplit[0]}")
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
     devices = _choices(config, "device", DEVICES)
@@ -194,6 +206,11 @@ def pytest_configure(config):
     # A run asks torch (in a probe process) what it picks and whether it can use a GPU; a collection does not.
     probed = not (config.option.help or config.option.collectonly)
     cuda_reason = machine.cuda_reason(confirm=probed and "cuda" in devices)
+    if world_sizes and "cuda" in devices and cuda_reason is None and max(world_sizes) > machine.gpu_count():
+        raise pytest.UsageError(f"--world-size {max(world_sizes)} on cuda: one GPU a rank, and {machine.gpu_count()} "
+                                f"usable GPU(s) here; leave cuda out (--device cpu) or ask for at most that many")
+    if config.getoption("dist_timeout") <= 0:
+        raise pytest.UsageError("--dist-timeout must be above 0")
     unrunnable = nothing_can_run(impls, devices, cuda_reason)
     if unrunnable and not config.option.help:
         raise pytest.UsageError(unrunnable)
@@ -222,7 +239,8 @@ def pytest_configure(config):
         round_timeout=config.getoption("round_timeout"),
         epochs=config.getoption("epochs"), run_rounds=config.getoption("run_rounds"),
         processes=config.getoption("processes"), source=source, cuda_reason=cuda_reason, slow=slow,
-        jobs=jobs, models=models, extras=extras,
+        jobs=jobs, models=models, extras=extras, world_sizes=world_sizes,
+        dist_timeout=config.getoption("dist_timeout"),
     )
     config.phasebench.machine = machine.machine_info(config.phasebench, probed)
     config.phasebench.utilization = utilization.Monitor(

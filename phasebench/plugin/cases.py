@@ -48,6 +48,26 @@ def left_out_line(extras: frozenset[str]) -> str | None:
             f"(docs/options.md#what-the-default-run-leaves-out)")
 
 
+def pytest_addoption(parser):
+    """Data parallel's options (docs/distributed.md); phasebench/plugin/__init__.py resolves them."""
+    group = parser.getgroup("phasebench", "phasebench: Python vs C++ training phases")
+    group.addoption("--world-size", default=None,
+                    help="data parallel: world sizes, comma-separated (e.g. 1,2); without it no distributed case "
+                         "exists (docs/distributed.md). On cpu the ranks split the intra-op threads; on cuda one GPU "
+                         "a rank")
+    group.addoption("--dist-timeout", type=float, default=60.0,
+                    help="data parallel: the process group's timeout in seconds: a rank that dies or hangs makes "
+                         "its peers fail within it (default: 60)")
+
+
+def pytest_ignore_collect(collection_path, config):
+    """Without --world-size no distributed case exists: their module is not even collected."""
+    if collection_path.name == "test_distributed.py" and collection_path.parent.name == "bench" \
+            and not getattr(getattr(config, "phasebench", None), "world_sizes", ()):
+        return True
+    return None
+
+
 def pytest_generate_tests(metafunc):
     """Every test that takes `impl` and `device` runs per selected implementation (--impl) and device, and
     per workload (--width, --batch-size) where it takes `workload`; test_phase per phase of the
@@ -55,11 +75,13 @@ def pytest_generate_tests(metafunc):
     --models M, for the implementations that run them (Implementation.runs_in). Ids read
     phase-impl-device[-N], as before workloads existed, with -wW-bB for other workloads, so saved baselines
     of the published workload still compare."""
-    names = [name for name in ("phase", "impl", "device", "jobs", "models", "workload") if name in metafunc.fixturenames]
+    names = [name for name in ("phase", "impl", "device", "jobs", "models", "world_size", "workload")
+             if name in metafunc.fixturenames]
     if not {"impl", "device"} <= set(names):
         return
     settings = metafunc.config.phasebench  # phasebench.plugin.Settings
-    counts = {"jobs": lambda device: settings.jobs[device], "models": lambda device: settings.models}
+    counts = {"jobs": lambda device: settings.jobs[device], "models": lambda device: settings.models,
+              "world_size": lambda device: settings.world_sizes}
     count_name = next((name for name in counts if name in names), None)
     cases, ids = [], []
     # Workload outermost: a sweep runs one workload after another, so that the pooled workers of a workload
@@ -78,7 +100,8 @@ def pytest_generate_tests(metafunc):
                                   count_name: count}
                         cases.append(pytest.param(*(values[name] for name in names)))
                         ids.append("-".join([part for part in (phase, impl_name, device) if part]
-                                            + ([str(count)] if count else [])
+                                            + ([f"world{count}" if count_name == "world_size" else str(count)]
+                                               if count else [])
                                             + ([workload.id] if workload and workload.id else [])))
     metafunc.parametrize(names, cases, ids=ids)
 

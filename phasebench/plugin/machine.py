@@ -79,6 +79,15 @@ def nvml_gpus() -> tuple[list[str], str | None]:
         pynvml.nvmlShutdown()
 
 
+def gpu_count() -> int:
+    """The GPUs NVML lists (CUDA_VISIBLE_DEVICES, where set, limits them): a data-parallel rank takes one each."""
+    import os
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    count = len(nvml_gpus()[0])
+    return min(count, len([part for part in visible.split(",") if part.strip()])) if visible is not None else count
+
+
 def cuda_reason(confirm: bool) -> str | None:
     """Why cuda cases cannot run here, or None. A CPU build of torch or no GPU that NVML lists decides it without
     torch; where both are there and `confirm` (a run, not a collection), the probe asks torch itself."""

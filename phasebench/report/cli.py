@@ -46,6 +46,7 @@ from pathlib import Path
 from phasebench.report import counts
 from phasebench.report.cases import IMPLEMENTATIONS, NOT_RUN, absent_reason, by_case, devices_of, impls_of, workloads_of
 from phasebench.report.charts import chart, scaling_chart
+from phasebench.report.distributed import beyond_table
 from phasebench.report.fill import concurrent_table, ensemble_table, faults_table, loops_table
 from phasebench.report.findings import findings
 from phasebench.report.tables import (
@@ -63,7 +64,7 @@ from phasebench.results import DEFAULT_STORAGE, ROOT, all_cases, find_results, m
 
 def render(path: Path, result: dict, style: str, beside: dict | None = None) -> tuple[str, list[str]]:
     """The report's text, and for CSV the notes it cannot carry (for stderr)."""
-    cases, every = by_case(result), all_cases(result)
+    cases, every, data_parallel = by_case(result), all_cases(result), all_cases(result, distributed=True)
     markdown_parts, csv_parts, notes = [f"## {path.name}", "", describe(path, result), ""], [], []
     if counts.is_counted(result):
         for device in sorted({key[2] for key in every}):
@@ -75,9 +76,16 @@ def render(path: Path, result: dict, style: str, beside: dict | None = None) -> 
             markdown_parts += [markdown(table) for table in tables]
             csv_parts += [csv_block(table, device) for table in tables if table.rows]
         return ("\n".join(markdown_parts).rstrip() + "\n", []) if style == "markdown" else ("\n".join(csv_parts), [])
-    for device in devices_of(every):
+    for device in devices_of(every | data_parallel):
         markdown_parts += [f"### {device}", ""]
+        beyond_one = beyond_table(data_parallel, device)
+        if beyond_one.rows:
+            markdown_parts += [markdown(beyond_one)]
+            csv_parts.append(csv_block(beyond_one, device))
+            notes += [f"{device}: {note}" for note in beyond_one.notes]
         if not any(key[2] == device for key in every):
+            if beyond_one.rows:
+                continue
             note = f"{device}: {NOT_RUN} ({absent_reason(result, device)})"
             markdown_parts += [note + ".", ""]
             notes.append(note)

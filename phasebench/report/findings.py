@@ -130,7 +130,8 @@ def answer(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
     (or, where it did not run, the first implementation and its reference) per phase (each median per call and python / cpp) and its training run's published rows (Total Time, Summed
     Time, each phase's total, Step In Run where a step is replayed whole); then one row per other implementation with
     its ratio to its reference. Every line fits in 100 columns, whatever the number of implementations."""
-    cases = {key: bench for bench in benchmarks if (key := case_key(bench))}
+    cases = {key: bench for bench in benchmarks
+             if (key := case_key(bench)) and not (bench.get("extra_info") or {}).get("world_size")}
     counted = is_counted(benchmarks)  # the statistics are instructions (1e-9 each): ms read as M instructions
     unit = "M instructions" if counted else "ms"
     sections = []
@@ -179,7 +180,9 @@ def answer(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
                 where = f"{device}, {workload_of_id(workload_id).label}" if workload_id else device
                 what = "instructions counted" if counted else "the answer"
                 sections.append((f"phasebench: {what} on {where}", lines))
-    return sections
+    from phasebench.report.distributed import answer_lines
+
+    return sections + answer_lines(benchmarks)
 
 
 # --- the findings of an every-implementation run --------------------------------------------------

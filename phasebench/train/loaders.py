@@ -89,23 +89,26 @@ class SplitBatches:
     """The split normalized once, each batch a slice of it; on an accelerator the split lives there, so a
     batch is already on the device (copy_to_device copies nothing; its product says so)."""
 
-    def __init__(self, root: str, batch_size: int, device: torch.device):
+    def __init__(self, root: str, batch_size: int, device: torch.device, shard: tuple[int, int] = (0, 1)):
         raw = mnist(root, True, transform=None)
         images = normalize()(scaled_split(raw))  # the same float32 operations as per image
         self.images, self.targets = images.to(device), raw.targets.to(device)
         self.batch_size = batch_size
+        # A data-parallel rank's shard (rank, world): of each global batch, the images rank, rank + world, ...;
+        # DistributedSampler(shuffle=False)'s order with a batch of batch_size / world (docs/distributed.md).
+        self.rank, self.world = shard
 
     def __len__(self) -> int:
         return -(-len(self.targets) // self.batch_size)
 
     def __iter__(self):
-        images, targets, size = self.images, self.targets, self.batch_size
+        images, targets, size, rank, world = self.images, self.targets, self.batch_size, self.rank, self.world
         for start in range(0, len(targets), size):
-            yield images[start:start + size], targets[start:start + size]
+            yield images[start + rank:start + size:world], targets[start + rank:start + size:world]
 
 
-def batched(root: str, batch_size: int, device: torch.device):
-    return SplitBatches(root, batch_size, device)
+def batched(root: str, batch_size: int, device: torch.device, shard: tuple[int, int] = (0, 1)):
+    return SplitBatches(root, batch_size, device, shard)
 
 
 def workers(root: str, batch_size: int, device: torch.device):
@@ -118,7 +121,11 @@ def workers(root: str, batch_size: int, device: torch.device):
 LOADERS = {"published": published, "tensor": tensor, "batched": batched, "workers": workers}
 
 
-def make(kind: str, root: str, batch_size: int, device: torch.device):
+def make(kind: str, root: str, batch_size: int, device: torch.device, shard: tuple[int, int] = (0, 1)):
     if kind not in LOADERS:
         raise ValueError(f"unknown loader '{kind}': {', '.join(LOADERS)}")
+    if shard != (0, 1):
+        if kind != "batched":
+            raise ValueError("a data-parallel rank's shard needs the batched loader")
+        return batched(root, batch_size, device, shard)
     return LOADERS[kind](root, batch_size, device)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from phasebench.spec import LABELS, ONE_SHOT_PHASES, STEP_IN_RUN, TRAINING_PHASES
+from phasebench.spec import GRAD_SYNC, LABELS, ONE_SHOT_PHASES, STEP_IN_RUN, TRAINING_PHASES
 from phasebench.train.model import LEARNING_RATE, MOMENTUM
 from phasebench.train.products import CHECKS, all_finite, product  # noqa: F401  (CHECKS re-exported)
 from phasebench.train.state import TrainingState
@@ -101,6 +101,22 @@ def _updated_product(t: TrainingState) -> dict:
                    update_error=(weight - expected).abs().max().item(), moved=(weight - before).abs().max().item())
 
 
+def _prepare_sync(t: TrainingState):
+    if not (t.sync == "allreduce" and t.group_attached):
+        raise ValueError(f"'{GRAD_SYNC}' is a phase of a data-parallel trainer that all-reduces after backward only")
+    t.forwarded()
+    t.backward()
+    t.update_check = (t.model.conv1.weight.grad.clone(),)
+
+
+def _synced_product(t: TrainingState) -> dict:
+    """Every gradient finite and non-zero, and conv1's moved from this rank's own (the shards differ)."""
+    grad, (before,) = t.model.conv1.weight.grad, t.update_check
+    nonzero = sum(p.grad is not None and bool(p.grad.any()) for p in t.model.parameters())
+    return product(grad, all_finite(p.grad for p in t.model.parameters()), nonzero_grads=nonzero,
+                   moved=(grad - before).abs().max().item())
+
+
 def _fresh_product(t: TrainingState) -> dict:
     fresh, live = list(t.fresh[0].parameters()), list(t.model.parameters())
     shared = {p.data_ptr() for p in fresh} & {p.data_ptr() for p in live}
@@ -141,13 +157,15 @@ RUN_ONLY = (Phase(STEP_IN_RUN, None, None, None, run_body=TrainingState.whole_st
 # per-step loss.item() (docs/method.md#how-our-trainers-differ-from-pytorchexamples-and-why).
 NOOP = Phase("noop", None, lambda t: None, lambda t: product(torch.empty(0), True))
 LOSS_ITEM = Phase("loss_item", TrainingState.forwarded, TrainingState.read_loss, lambda t: _loss_product(t, t.loss))
-EXTRA_PHASES = (LOSS_ITEM,)
+# Data parallel only (phasebench/train/distributed.py): the all-reduce after backward, timed alone.
+GRAD_SYNC_PHASE = Phase(GRAD_SYNC, _prepare_sync, TrainingState.grad_sync, _synced_product)
+EXTRA_PHASES = (LOSS_ITEM, GRAD_SYNC_PHASE)
 
 PHASE_NAMES = TRAINING_PHASES
 # What a per-phase round can time, and what the training run times, by name.
 PHASE_BY_NAME = {phase.name: phase for phase in PHASES + EXTRA_PHASES + ONE_SHOT + (NOOP,)}
-RUN_BODIES = {phase.name: phase.in_run for phase in PHASES + ONE_SHOT + RUN_ONLY if phase.in_run}
+RUN_BODIES = {phase.name: phase.in_run for phase in PHASES + ONE_SHOT + RUN_ONLY + (GRAD_SYNC_PHASE,) if phase.in_run}
 # Phases that use no step: they never trigger the one-shot phase (capture or compile) before their clock.
 NEEDS_NO_STEP = ("data_loading", "optimizer_init", "noop") + ONE_SHOT_PHASES
 # Phases a step replayed whole does not have.
-STEP_PARTS = ("forward", "loss", "backward", "param_update", "progress_print", "loss_item")
+STEP_PARTS = ("forward", "loss", "backward", "param_update", "progress_print", "loss_item", GRAD_SYNC)

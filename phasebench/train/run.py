@@ -68,6 +68,8 @@ def train(t, bodies: dict, epochs: int, synchronize: bool, max_steps: int = 0) -
                 run("forward")
                 run("loss")
                 run("backward")
+                if t.sync == "allreduce" and t.group_attached:  # data parallel: dist-mnist.cpp's all-reduce
+                    run("grad_sync")
                 run("param_update")
                 if batch_idx % LOG_INTERVAL == 0:
                     run("progress_print")

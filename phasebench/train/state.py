@@ -25,7 +25,8 @@ from phasebench.train.model import LOG_INTERVAL, Net, optimizer_flags, sgd
 class TrainingState:
     def __init__(self, root: str, device: str = "cpu", threads: int = 0, seed: int = 1,
                  log_path: str | None = None, dropout: float = 0.5, width: int = 1, batch_size: int = 64,
-                 loader: str = "published", optimizer: str = "sgd", step: str = "eager", fallback_random: bool = False):
+                 loader: str = "published", optimizer: str = "sgd", step: str = "eager", fallback_random: bool = False,
+                 sync: str | None = None, bucket_mb: float | None = None):
         check_split(f"{root}/MNIST/raw", "train")
         check_split(f"{root}/MNIST/raw", "t10k")
         self.optimizer_flags = optimizer_flags(optimizer)
@@ -54,6 +55,10 @@ class TrainingState:
         self.fresh = self.update_check = self.rng_before = None
         self.zero_before = None
         self.log_due = False  # the training run's whole step: whether this batch logs
+        # Data parallel (phasebench/train/distributed.py): how gradients are synchronized, and this rank of how many
+        # once attached; bucket_mb is DDP's bucket_cap_mb (None: DDP's default).
+        self.sync, self.bucket_mb, self.rank, self.world, self.group_attached = sync, bucket_mb, 0, 1, False
+        self.ddp = None
         self.build_model()
 
     def close(self):
@@ -68,7 +73,16 @@ class TrainingState:
 
     def build_model(self):
         self.model, self.optimizer = self.new_model()
+        if self.group_attached:
+            from phasebench.train import distributed
+
+            self.ddp = distributed.wrap(self, self.model)
         self.step_piece.new_model(self)  # a new model needs its own capture or compile
+
+    def shard(self, rank: int, world: int):
+        """This rank's shard of every global batch from now on (phasebench/train/distributed.py)."""
+        self.loader = loaders.make(self.loader_kind, self.root, self.batch_size, self.device, (rank, world))
+        self.batches = None
 
     def next_batch(self):
         """The next batch, starting a new epoch when the last one ends."""
@@ -102,6 +116,11 @@ class TrainingState:
 
     def backward(self):
         self.loss.backward()
+
+    def grad_sync(self):
+        from phasebench.train import distributed
+
+        distributed.grad_sync(self)
 
     def update(self):
         self.optimizer.step()
@@ -137,6 +156,8 @@ class TrainingState:
         self.forward()
         self.compute_loss()
         self.backward()
+        if self.sync == "allreduce" and self.group_attached:  # data parallel: dist-mnist.cpp's all-reduce
+            self.grad_sync()
         self.update()
 
     def train_step(self):

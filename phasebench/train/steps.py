@@ -55,7 +55,7 @@ class Step:
         self.ready = self.one_shot_phase is None
 
     def module(self, t):
-        return t.model
+        return t.model if t.ddp is None else t.ddp  # data parallel: DistributedDataParallel around the model
 
     def forward(self, t) -> None:
         t.output = self.module(t)(t.data)

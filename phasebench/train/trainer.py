@@ -63,6 +63,10 @@ class Trainer(TrainingState):
             self.release()
         if phase.prepare:
             phase.prepare(self)
+        if self.group_attached:  # every rank leaves a barrier just before its clock (docs/distributed.md)
+            from phasebench.train import distributed
+
+            distributed.barrier()
         leftovers = None if continuing else sum(ref() is not None or (memory is not None and not memory.expired())
                                                 for ref, memory in earlier)
         del earlier
@@ -92,6 +96,21 @@ class Trainer(TrainingState):
             self.step()
             losses.append(self.loss.item())
         return losses
+
+    # -- data parallel (phasebench/train/distributed.py) ------------------------------------------------------
+    def attach(self, group_name: str) -> None:
+        """Join the default process group (its name is the C++ trainer's argument; here the group is the default)."""
+        from phasebench.train import distributed
+
+        distributed.attach(self, self.bucket_mb)
+
+    def timed_steps(self, steps: int) -> list[int]:
+        """`steps` steps as the phase train_step runs them, each timed alone (the distributed training run)."""
+        step = self.step_piece
+        if step.one_shot_at_start:
+            step.ensure_ready(self)
+        self.release()
+        return [self.timed(self.bodies["train_step"], self)[0] for _ in range(steps)]
 
     def evaluate(self) -> tuple[float, float]:
         test_set = self.test_set

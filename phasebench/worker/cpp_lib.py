@@ -9,7 +9,7 @@ import math
 from array import array
 
 PB_OK = 0
-PB_ABI_VERSION = 5  # cpp/include/phasebench.h: these bindings' structs and signatures
+PB_ABI_VERSION = 6  # cpp/include/phasebench.h: these bindings' structs and signatures
 IMAGE_FLOATS = 28 * 28
 
 
@@ -93,6 +93,8 @@ _SIGNATURES = {
     "pb_ensemble_step": [_P, _I64P, _I64P, _I64P, ctypes.POINTER(ctypes.c_double), ctypes.c_int64],
     "pb_ensemble_get_params": [_P, ctypes.c_int64, ctypes.POINTER(ctypes.c_float), ctypes.c_int64],
     "pb_ensemble_destroy": [_P],
+    "pb_dist_attach": [_P, ctypes.c_char_p],
+    "pb_dist_steps": [_P, ctypes.c_int64, _I64P],
 }
 # cpp/include/phasebench_testing.h: the same library's test-only entry points, outside the production ABI.
 _TESTING_SIGNATURES = {
@@ -238,6 +240,15 @@ class CppTrainer:
         self._call("pb_train", self.handle, epochs, int(synchronize), max_steps, totals, len(names),
                    ctypes.byref(steps), ctypes.byref(loop_ns), ctypes.byref(cpu_ns))
         return dict(zip(names, totals)), steps.value, loop_ns.value, cpu_ns.value
+
+    # Data parallel (docs/distributed.md), as phasebench.train.trainer.Trainer's methods of the same names.
+    def attach(self, group_name: str) -> None:
+        self._call("pb_dist_attach", self.handle, group_name.encode())
+
+    def timed_steps(self, steps: int) -> list[int]:
+        ns = (ctypes.c_int64 * max(steps, 1))()
+        self._call("pb_dist_steps", self.handle, steps, ns)
+        return list(ns[:steps])
 
     # Ensembles (docs/gpu.md#concurrent-jobs-and-ensembles), as phasebench.train.trainer.Trainer's methods of the same names.
     def start_ensemble(self, models: int) -> None:

@@ -22,6 +22,8 @@ import time
 from array import array
 from functools import partial
 
+from phasebench.worker import group
+
 
 def load_libraries(language: str, library: str | None = None):
     """What each language's program has loaded before its first statement runs, outside its set-up's clock in both
@@ -138,14 +140,15 @@ def fault(kind: str):
     raise ValueError(f"unknown fault '{kind}': segfault, abort, kill or hang")
 
 
-def faults_for(impl: str) -> dict[str, str]:
-    """PHASEBENCH_TEST_FAULT=[IMPL/]PHASE:KIND[,...] as {phase: kind} for a worker of `impl`: lets one
-    suite run show what a faulty case does to the others."""
+def faults_for(impl: str, rank: int | None = None) -> dict[str, str]:
+    """PHASEBENCH_TEST_FAULT=[IMPL[@RANK]/]PHASE:KIND[,...] as {phase: kind} for a worker of `impl` (and, once it
+    joined a process group, of that rank): lets one suite run show what a faulty case does to the others."""
     faults = {}
     for item in filter(None, os.environ.get("PHASEBENCH_TEST_FAULT", "").split(",")):
         target, _, kind = item.partition(":")
-        only_impl, _, phase = target.rpartition("/")
-        if only_impl in ("", impl):
+        only, _, phase = target.rpartition("/")
+        only_impl, at, only_rank = only.partition("@")
+        if only_impl in ("", impl) and (not at or (rank is not None and only_rank == str(rank))):
             faults[phase] = kind
     return faults
 
@@ -187,6 +190,20 @@ def handle(adapter, request: dict) -> dict:
     if command == "train_steps":
         losses, clock = on_the_shared_clock(lambda: trainer.train_steps(request["steps"]))
         return {"losses": losses} | clock
+    # Data parallel (docs/distributed.md; phasebench/worker/group.py): rank 0 opens the store, every rank joins.
+    if command == "dist_store":
+        adapter.store, port = group.open_store(request["world"], request["timeout_s"])
+        return {"port": port}
+    if command == "dist_join":
+        started = time.perf_counter_ns()
+        name = group.join(request["rank"], request["world"], request["device"], request["timeout_s"],
+                          request["port"], getattr(adapter, "store", None))
+        trainer.attach(name)
+        return {"group": name, "backend": group.backend_for(request["device"]), "phases": adapter.phase_names(),
+                "join_ns": time.perf_counter_ns() - started}
+    if command == "timed_steps":
+        step_ns, clock = on_the_shared_clock(lambda: trainer.timed_steps(request["steps"]))
+        return {"step_ns": step_ns} | clock
     if command == "evaluate":
         accuracy, loss = trainer.evaluate()
         return {"accuracy": accuracy, "loss": loss}
@@ -263,6 +280,7 @@ def main(argv=None) -> int:
                 reply({"ok": True, "pid": os.getpid(), "phases": adapter.phase_names(),
                        "threads": adapter.trainer.threads(),
                        "timer_floor_ns": 0 if counter else adapter.trainer.timer_floor(),
+                       "setup_ns": adapter.setup_ns,
                        "pci_bus_id": pci_bus_id(request["options"].get("device", "cpu"))} | counted)
                 continue
             if adapter is None:
@@ -272,8 +290,12 @@ def main(argv=None) -> int:
                 reply({"ok": True} | counted.pop("result") | counted)
                 continue
             reply({"ok": True} | handle(adapter, request))
+            if command == "dist_join":  # this rank's own faults, now that it has one
+                faults = faults_for(args.impl, request["rank"])
         except Exception as error:  # the client raises it with this message, verbatim
-            reply({"ok": False, "error": str(error), "type": type(error).__name__})
+            # A collective's or a store's error (c10d's carry a backtrace): its first line says why.
+            text = group.one_line(error) if type(error).__module__.startswith("torch.distributed") else str(error)
+            reply({"ok": False, "error": text, "type": type(error).__name__})
     return 0
 
 
