@@ -25,6 +25,7 @@ from phasebench.plugin.cases import (  # noqa: F401  (the case hooks are this pl
     left_out_line,
     pytest_collection_modifyitems,
     pytest_generate_tests,
+    pytest_ignore_collect,
 )
 from phasebench.plugin.guards import (  # noqa: F401  (the tests read them here)
     REFUSED_BENCHMARK_OPTIONS,
@@ -139,6 +140,13 @@ def pytest_addoption(parser):
                     help=f"benchmarks the default run leaves out, comma-separated, or all: {', '.join(SELECTIONS)} "
                          f"(docs/options.md#what-the-default-run-leaves-out); the test command (--benchmark-disable) "
                          f"checks them all")
+    group.addoption("--world-size", default=None,
+                    help="data parallel: world sizes, comma-separated (e.g. 1,2); without it no distributed case "
+                         "exists (docs/distributed.md). On cpu the ranks split the intra-op threads; on cuda one GPU "
+                         "a rank")
+    group.addoption("--dist-timeout", type=float, default=60.0,
+                    help="data parallel: the process group's timeout in seconds: a rank that dies or hangs makes "
+                         "its peers fail within it (default: 60)")
     group.addoption("--no-utilization", action="store_true",
                     help="do not sample GPU and worker CPU utilization (extra_info gpu and cpu are null)")
 

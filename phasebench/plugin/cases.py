@@ -48,18 +48,6 @@ def left_out_line(extras: frozenset[str]) -> str | None:
             f"(docs/options.md#what-the-default-run-leaves-out)")
 
 
-def pytest_addoption(parser):
-    """Data parallel's options (docs/distributed.md); phasebench/plugin/__init__.py resolves them."""
-    group = parser.getgroup("phasebench", "phasebench: Python vs C++ training phases")
-    group.addoption("--world-size", default=None,
-                    help="data parallel: world sizes, comma-separated (e.g. 1,2); without it no distributed case "
-                         "exists (docs/distributed.md). On cpu the ranks split the intra-op threads; on cuda one GPU "
-                         "a rank")
-    group.addoption("--dist-timeout", type=float, default=60.0,
-                    help="data parallel: the process group's timeout in seconds: a rank that dies or hangs makes "
-                         "its peers fail within it (default: 60)")
-
-
 def pytest_ignore_collect(collection_path, config):
     """Without --world-size no distributed case exists: their module is not even collected."""
     if collection_path.name == "test_distributed.py" and collection_path.parent.name == "bench" \
