@@ -23,6 +23,9 @@ def pytest_run(*args, env=None, timeout=600):
 
 @needs_valgrind
 def test_one_phase_is_counted_in_both_languages(tmp_path):
+    """The mode end to end on its tiniest case: copy_to_device, one round, each language. Why it cannot be cheaper
+    (about 60 s here): a worker under Valgrind starts slowly (torch or LibTorch translated and their symbols read),
+    and only a real run shows that both brackets count and that the result saves counts, not times."""
     # One pytest per language, side by side: a count does not depend on the neighbours, and each worker's start
     # under Valgrind (LibTorch's symbols read) is most of the time.
     runs = {}
