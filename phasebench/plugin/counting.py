@@ -94,6 +94,7 @@ def counting_run(config) -> bool:
     return bool(getattr(config, "phasebench", None) and config.phasebench.count)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-benchmark's own, whatever order the plugins were loaded in
 def pytest_benchmark_scale_unit(config, unit, benchmarks, best, worst, sort):
     """Under --count the statistics are instructions (1e-9 per instruction): the tables say M instructions."""
     if not counting_run(config):
