@@ -9,7 +9,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
-from phasebench.spec import LOG_INTERVAL, Workload  # noqa: F401  (LOG_INTERVAL re-exported)
+from phasebench.spec import Workload
 
 LEARNING_RATE, MOMENTUM = 0.01, 0.5
 # torch.optim.SGD's flags per optimizer piece: "sgd" as published.

@@ -13,7 +13,7 @@ import torch
 
 from phasebench.spec import GRAD_SYNC, LABELS, ONE_SHOT_PHASES, STEP_IN_RUN, TRAINING_PHASES
 from phasebench.train.model import LEARNING_RATE, MOMENTUM
-from phasebench.train.products import CHECKS, all_finite, product  # noqa: F401  (CHECKS re-exported)
+from phasebench.train.products import all_finite, product
 from phasebench.train.state import TrainingState
 
 SAME = object()  # a run body that is the phase's own body

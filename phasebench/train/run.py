@@ -8,8 +8,7 @@ import time
 
 import torch
 
-from phasebench.spec import ONE_SHOT_PHASES, STEP_IN_RUN
-from phasebench.train.model import LOG_INTERVAL
+from phasebench.spec import LOG_INTERVAL, ONE_SHOT_PHASES, STEP_IN_RUN
 
 
 def train(t, bodies: dict, epochs: int, synchronize: bool, max_steps: int = 0) -> tuple[dict[str, int], int, int, int]:

@@ -17,9 +17,9 @@ import torch.nn.functional as F
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from phasebench.data import check_split
-from phasebench.spec import TRAIN_IMAGES, Workload
+from phasebench.spec import LOG_INTERVAL, TRAIN_IMAGES, Workload
 from phasebench.train import loaders, steps
-from phasebench.train.model import LOG_INTERVAL, Net, optimizer_flags, sgd
+from phasebench.train.model import Net, optimizer_flags, sgd
 
 
 class TrainingState:
