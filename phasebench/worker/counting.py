@@ -87,6 +87,18 @@ def dumps(out_file: str) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
+def read_round(dump: str, label: str) -> dict:
+    """One counted round's dump, read outside Valgrind (in the pytest process: the worker only says where its dump
+    is) and deleted: {"instructions", "split", "top", "label"}. Refuses a dump of another round's label."""
+    path = Path(dump)
+    parsed = parse_dump(path)
+    path.unlink()
+    if parsed["label"] != label:
+        raise RuntimeError(f"{label}: the dump {dump} is labelled {parsed['label']!r}")
+    return {"instructions": parsed["instructions"], "split": split(parsed["self"]),
+            "top": top_functions(parsed["self"]), "label": label}
+
+
 def category(obj: str, function: str) -> str:
     """Which of CATEGORIES an instruction of `function` in object file `obj` belongs to."""
     base = os.path.basename(obj)
