@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from phasebench import results
 from phasebench.gate import counts
 from phasebench.gate.decide import decide, table
@@ -80,6 +82,13 @@ def test_a_callgrind_dump_is_read_by_self_cost(tmp_path):
     assert split["interpreter"] == 500 and split["ATen kernels"] == 3000
     assert split["dispatcher and autograd"] == 400 and split["MKL, oneDNN and JIT code"] == 5000
     assert sum(split.values()) == 8900
+    # The pytest process reads a worker's round (outside Valgrind) and deletes its dump; another label is refused.
+    text = dump.read_text()
+    read = counting.read_round(str(dump), "python/forward/3")
+    assert read["instructions"] == 8900 and read["split"] == split and not dump.exists()
+    dump.write_text(text)
+    with pytest.raises(RuntimeError, match="labelled 'python/forward/3'"):
+        counting.read_round(str(dump), "python/forward/4")
 
 
 def test_a_python_speed_up_is_no_cpp_regression_and_a_slower_cpp_fails(tmp_path):

@@ -7,6 +7,7 @@ import os
 import re
 import select
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -102,6 +103,9 @@ class Worker:
         self.replies, self.buffer = read_fd, b""
         try:
             self.info = self.request({"cmd": "start", "options": options})
+            if "count_floor_dumps" in self.info:  # the empty bracket's rounds, read here, outside Valgrind
+                floors = [counting.read_round(**f)["instructions"] for f in self.info.pop("count_floor_dumps")]
+                self.info |= {"count_floor": int(statistics.median(floors)), "count_floors": floors}
         except BaseException:
             self.kill()
             self.close()
@@ -182,8 +186,8 @@ class Worker:
 
     def run_phase(self, phase: str) -> PhaseRound:
         reply = self.request({"cmd": "phase", "name": phase})
-        counted = {key: reply[key] for key in ("instructions", "split", "top", "label")} \
-            if "instructions" in reply else None
+        # The instruction-count mode: the worker says where its round's dump is; it is read here, outside Valgrind.
+        counted = counting.read_round(reply["dump"], reply["label"]) if "dump" in reply else None
         return PhaseRound(reply["ns"], reply["cpu_ns"], reply["thread_cpu_ns"], reply["product"],
                           reply["minor_faults"], reply["major_faults"], counted)
 

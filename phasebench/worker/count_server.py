@@ -1,12 +1,12 @@
 """The instruction-count mode inside a worker (docs/instruction-counts.md): the library's bracket put around each
-round's body in the worker's own language, instrumentation started once, the empty bracket's count (the floor),
-and each counted round's dump read back. Used by phasebench/worker/server.py when it runs with --count-out."""
+round's body in the worker's own language, instrumentation started once, the empty bracket's rounds (the floor),
+and where each counted round's dump is: the pytest process reads it (phasebench/worker/client.py). Used by
+phasebench/worker/server.py when it runs with --count-out."""
 
 from __future__ import annotations
 
 import ctypes
 import gc
-import statistics
 
 from phasebench.worker import counting
 
@@ -26,7 +26,7 @@ class Counter:
 
     def attach(self, language: str, trainer) -> dict:
         """Put the bracket around the trainer's bodies, start instrumentation (once), and count the empty bracket;
-        returns what the worker's start reply adds."""
+        returns what the worker's start reply adds: where the empty bracket's dumps are."""
         if language == "python":
             begin, end = self.lib.pb_count_begin, self.lib.pb_count_end
 
@@ -44,12 +44,14 @@ class Counter:
         gc.freeze()
         gc.disable()
         self.lib.pb_count_start()
-        floors = [self.count(trainer, "noop")["instructions"] for _ in range(counting.FLOOR_ROUNDS)]
-        return {"count_floor": int(statistics.median(floors)), "count_floors": floors}
+        floors = [self.count(trainer, "noop") for _ in range(counting.FLOOR_ROUNDS)]
+        return {"count_floor_dumps": [{"dump": f["dump"], "label": f["label"]} for f in floors]}
 
     def count(self, trainer, phase: str, run=None) -> dict:
-        """One round of `phase` in the bracket (run() runs it; by default trainer.run_phase): the round's count
-        and where it went, from the one dump it wrote."""
+        """One round of `phase` in the bracket (run() runs it; by default trainer.run_phase): where its one dump
+        is, and its label. The dump is read by the pytest process (counting.read_round), not here: everything
+        this process runs after pb_count_start is instrumented, and reading a dump here took longer than most
+        rounds' bodies (docs/instruction-counts.md, "Gated-run time")."""
         self.rounds += 1
         label = f"{self.impl}/{phase}/{self.rounds}"
         self.lib.pb_count_label(label.encode())
@@ -59,9 +61,4 @@ class Counter:
         written = counting.dumps(self.out_file)[before:]
         if len(written) != 1:
             raise RuntimeError(f"{label}: {len(written)} callgrind dumps, expected 1 ({self.out_file}.N)")
-        dump = counting.parse_dump(written[0])
-        written[0].unlink()
-        if dump["label"] != label:
-            raise RuntimeError(f"{label}: the dump is labelled {dump['label']!r}")
-        return {"instructions": dump["instructions"], "split": counting.split(dump["self"]),
-                "top": counting.top_functions(dump["self"]), "label": label, "result": result}
+        return {"dump": str(written[0]), "label": label, "result": result}
