@@ -175,7 +175,7 @@ def _built(name: str, sources: tuple[str, ...], target: str | None, quiet: bool,
             print(f"building {library} ...", file=sys.stderr, flush=True)
         if announce:
             announce(f"phasebench: building the C++ library against torch {variables['TORCH_VERSION']} in {out_dir} "
-                     f"(once per source and toolchain; a few minutes on 2 cores) ...")
+                     f"(once per source and toolchain; about a minute on 2 cores) ...")
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             raise BuildFailed(f"C++ build failed ({' '.join(command)}):\n{done.stdout}{done.stderr}")
