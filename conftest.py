@@ -6,6 +6,7 @@ checkout that was not installed loads it from here.
 
 from __future__ import annotations
 
+import threading
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -31,9 +32,10 @@ def settings(pytestconfig):
 
 
 @pytest.fixture(scope="session")
-def cpp_library(pytestconfig) -> str:
+def cpp_library(pytestconfig, request) -> str:
     """The built C++ library; the cpp cases skip when no C++ toolchain is installed. A build says so on the
     terminal while it runs, not only after."""
+    build_plain_program_beside(request.session.items)
     capture = pytestconfig.pluginmanager.getplugin("capturemanager")
 
     def announce(line: str) -> None:
@@ -45,6 +47,30 @@ def cpp_library(pytestconfig) -> str:
 
     try:
         return str(build.library_path(announce=announce))
+    except build.BuildUnavailable as error:
+        pytest.skip(str(error))
+
+
+def build_plain_program_beside(items) -> None:
+    """Where a test of this run asks for the plain C++ program (cpp_plain_program), start building it now, beside
+    the library: the library is one compiler (cpp/Makefile), and this machine has a second core. The fixture takes
+    the program from the build's cache, waiting on its lock while this build runs, and raises its failure."""
+    def quietly() -> None:
+        try:
+            build.plain_program_path()
+        except Exception:  # noqa: BLE001  (the fixture's own call raises it)
+            pass
+
+    if any("cpp_plain_program" in getattr(item, "fixturenames", ()) for item in items):
+        threading.Thread(target=quietly, name="phasebench-plain-build", daemon=True).start()
+
+
+@pytest.fixture(scope="session")
+def cpp_plain_program(cpp_library) -> str:
+    """The built plain C++ program (cpp/plain/mnist_plain.cpp; phasebench/plain), its build started beside the
+    library's; skipped as the library is where no C++ toolchain is installed."""
+    try:
+        return str(build.plain_program_path())
     except build.BuildUnavailable as error:
         pytest.skip(str(error))
 

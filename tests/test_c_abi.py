@@ -319,9 +319,11 @@ def session_checks(library: str, root: str) -> None:
 
 @pytest.fixture(scope="module")
 def session_seen(cpp_library, settings) -> dict:
+    # One intra-op thread: with two, on this 2-core machine at load 5-6, 3 steps' forward took 180-580 ms (spinning
+    # OpenMP threads) against the 3 × SLOW_NS that a library keeping the phase's pointer would add; with one, 18-34 ms.
     child = subprocess.run([sys.executable, "-m", "tests.test_c_abi", "--session", cpp_library, settings.source.root],
-                           cwd=ROOT, env=os.environ | build.sanitizer_runtime_env(), capture_output=True, text=True,
-                           timeout=300)
+                           cwd=ROOT, env=os.environ | build.sanitizer_runtime_env() | {"OMP_NUM_THREADS": "1"},
+                           capture_output=True, text=True, timeout=300)
     assert child.returncode == 0, f"the child died with {describe_exit(child.returncode)}:\n{child.stderr[-3000:]}"
     return json.loads(child.stdout.strip().splitlines()[-1])
 

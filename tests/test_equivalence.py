@@ -272,11 +272,15 @@ def assert_same_training(pair: Pair, what: str, steps: int = STEPS) -> None:
 
 
 def test_same_training_dropout_off(deterministic):
+    """From the same weights, STEPS steps in both languages end in the same losses and weights, to the bit. Why it
+    takes 14-54 s here (load 4-6): STEPS steps in each language, one after the other (two intra-op pools at
+    once spin against each other), the steps test_variant_same_training takes too; the pair is the module's own."""
     assert_same_training(deterministic, "dropout off")
 
 
 def test_same_losses_with_dropout(fresh_pair):
-    """The graph that is timed: the published dropout, masks and all."""
+    """The graph that is timed: the published dropout, masks and all. Why it takes 10-43 s here (load 4-6):
+    two fresh workers, so that both generators start at the seed, and STEPS steps in each, one after the other."""
     assert_same_training(fresh_pair(PUBLISHED_DROPOUT), f"dropout {PUBLISHED_DROPOUT}")
 
 
@@ -396,7 +400,7 @@ def test_variant_same_training(variant_pair, variant):
     """From the same weights, the same losses and the same weights after STEPS steps, to the bit, with the
     published dropout: the variant changes how the work is done, not what is computed, masks included. (With
     dropout off the same steps skip only the masks: a run that matches with them matches without.) Why it takes
-    up to 20 s here: two fresh workers, torch imported in each, and STEPS steps, the fewest that reach an update
+    up to 20 s here (32 s at load 4-6): two fresh workers, torch imported in each, and STEPS steps, the fewest that reach an update
     with momentum and a log line."""
     assert_same_training(variant_pair(variant, PUBLISHED_DROPOUT), f"dropout {PUBLISHED_DROPOUT}")
 
@@ -483,7 +487,9 @@ def ensembles(settings, cpp_library, tmp_path_factory) -> tuple[list, dict[str, 
 
     One Python worker and one C++ worker, each restarted with a fresh trainer for every run; the batches come
     from the batched loader, bit-identical to the published ones (test_variant_same_batches) and cheaper: an
-    ensemble step's batch is loaded before its clock, so the loader does not change what is compared."""
+    ensemble step's batch is loaded before its clock, so the loader does not change what is compared. Why it
+    takes 13-34 s here (load 4-6): every way of training above, each from a fresh trainer, ENSEMBLE_STEPS steps;
+    the module's ensemble tests share it, so each way trains once."""
     if "cpu" not in settings.devices:
         pytest.skip(f"--device {','.join(settings.devices)}: the equivalence tests compare implementations on cpu")
     logs = tmp_path_factory.mktemp("equivalence-ensembles")

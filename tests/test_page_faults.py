@@ -37,7 +37,7 @@ def test_a_free_running_loop_faults_no_more_per_step_than_a_plain_program(new_wo
     assert counted["major_faults"] == 0, f"{impl}: {counted['major_faults']} major faults in a warm loop"
 
 
-def test_the_plain_programs_train_and_report_their_faults(settings, cpp_library, tmp_path):
+def test_the_plain_programs_train_and_report_their_faults(settings, cpp_plain_program, tmp_path):
     """Both plain programs (python -m phasebench.plain's references) train a few steps and say what they did.
     Why it takes about 15 s here: two programs of their own, each importing or loading torch, each opening both
     splits as the published programs do."""

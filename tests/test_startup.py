@@ -60,3 +60,35 @@ def test_what_follows_from_the_pieces_is_derived():
                          ids=["new-key", "saved-before-the-rename", "none"])
 def test_the_run_total_of_a_whole_step_reads_both_names(totals, expected):
     assert spec.run_total(totals, spec.STEP_IN_RUN) == expected
+
+
+def test_a_probe_answer_is_handed_on_only_under_its_own_key(monkeypatch):
+    """A pytest the tests start takes its parent's probe answer from the environment rather than starting torch
+    again, but only where the answer was given under the same interpreter, GPUs, CPUs, threads and libraries."""
+    import json
+
+    from phasebench.plugin import machine
+
+    asked = []
+
+    def fake_run(command, **kwargs):
+        asked.append(command)
+        return subprocess.CompletedProcess(command, 0, json.dumps({"threads": len(asked)}) + "\n", "")
+
+    monkeypatch.setattr(machine.subprocess, "run", fake_run)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.delenv(machine.PROBE_ENV, raising=False)
+    machine.probe.cache_clear()
+    try:
+        assert machine.probe() == {"threads": 1} and len(asked) == 1  # asked once, and handed on
+        machine.probe.cache_clear()
+        assert machine.probe() == {"threads": 1} and len(asked) == 1  # a child under the same key: not asked
+        for name, value in (("CUDA_VISIBLE_DEVICES", ""), ("OMP_NUM_THREADS", "1")):
+            monkeypatch.setenv(name, value)
+            machine.probe.cache_clear()
+            assert machine.probe() == {"threads": len(asked)} and len(asked) > 1  # another key: asked again
+        monkeypatch.setenv(machine.PROBE_ENV, "not json")
+        machine.probe.cache_clear()
+        assert machine.probe() == {"threads": len(asked)}
+    finally:
+        machine.probe.cache_clear()

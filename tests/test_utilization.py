@@ -475,7 +475,7 @@ def pytest_runtest_call(item):
 def test_every_benchmark_records_the_worker_cpu(pytestconfig, tmp_path):
     """Each benchmark of the suite, once on cpu (python; 2 concurrent jobs), as the test command runs it: each saves
     the CPU of the worker(s) it measured, never null (test_concurrent_jobs and test_loss_item saved null), and
-    no gpu object on cpu. Why a child suite (about 15 s here): extra_info is written by pytest-benchmark's own
+    no gpu object on cpu. Why a child suite (about 15 s here, 24 s at load 4-6): extra_info is written by pytest-benchmark's own
     fixture around the real cases, so only running them shows what they save."""
     (tmp_path / "phasebench_extra_info.py").write_text(EXTRA_INFO_PLUGIN)
     recorded = tmp_path / "extra_info.jsonl"

@@ -52,13 +52,40 @@ def torchvision_version() -> str:
     return torchvision.__version__
 
 
+# The probe's answer, handed to child processes (a pytest that the tests start) with what it was asked under.
+PROBE_ENV = "PHASEBENCH_PROBE"
+
+
+def _probe_key() -> list:
+    """What the probe's facts depend on: the interpreter and its torch, the GPUs and CPUs it may use, the threads
+    and libraries it is told to use. An answer under another key is not taken."""
+    import os
+
+    variables = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "LD_LIBRARY_PATH", "LD_PRELOAD")
+    return [sys.executable, sys.prefix, (_version_file("torch", ("__version__",)) or {}).get("__version__"),
+            sorted(os.sched_getaffinity(0))] + [os.environ.get(name) for name in variables]
+
+
 @functools.cache
 def probe() -> dict:
-    """torch's own facts (phasebench/worker/probe.py), from a process of its own; once per pytest run."""
+    """torch's own facts (phasebench/worker/probe.py), from a process of its own; once per pytest run. The answer
+    goes into the environment (PHASEBENCH_PROBE) with its key, so a pytest the tests start under the same key takes
+    it rather than starting torch again (1-2 s here)."""
+    import os
+
+    key = _probe_key()
+    try:
+        handed = json.loads(os.environ.get(PROBE_ENV, ""))
+        if handed["key"] == key:
+            return handed["facts"]
+    except (ValueError, TypeError, KeyError):
+        pass
     done = subprocess.run([sys.executable, "-m", "phasebench.worker.probe"], capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"python -m phasebench.worker.probe failed ({done.returncode}): {done.stderr.strip()}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    facts = json.loads(done.stdout.strip().splitlines()[-1])
+    os.environ[PROBE_ENV] = json.dumps({"key": key, "facts": facts})
+    return facts
 
 
 def nvml_gpus() -> tuple[list[str], str | None]:

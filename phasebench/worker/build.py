@@ -167,16 +167,15 @@ def _built(name: str, sources: tuple[str, ...], target: str | None, quiet: bool,
         if library.exists():
             return library
         partial = out_dir / (name + ".partial")
-        # One compiler per core: each source compiles to its own object.
-        jobs = len(os.sched_getaffinity(0))
-        command = ["make", "--no-print-directory", "-B", f"-j{jobs}", "-C", str(CPP_DIR)] + ([target] if target else [])
+        # One compiler: the library is one translation unit (cpp/Makefile says why).
+        command = ["make", "--no-print-directory", "-B", "-C", str(CPP_DIR)] + ([target] if target else [])
         command += [f"OUT={partial}"] + [f"{key}={value}" for key, value in variables.items()
                                          if key not in ("TORCH_VERSION", "TARGET")]
         if not quiet:
             print(f"building {library} ...", file=sys.stderr, flush=True)
         if announce:
             announce(f"phasebench: building the C++ library against torch {variables['TORCH_VERSION']} in {out_dir} "
-                     f"(once per source and toolchain; a few minutes on 2 cores) ...")
+                     f"(once per source and toolchain; about a minute on 2 cores) ...")
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             raise BuildFailed(f"C++ build failed ({' '.join(command)}):\n{done.stdout}{done.stderr}")
