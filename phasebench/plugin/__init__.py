@@ -211,6 +211,10 @@ def pytest_configure(config):
         minimum = 1 if option in ("rounds", "epochs", "run_rounds", "processes") else 0
         if config.getoption(option) < minimum:
             raise pytest.UsageError(f"--{option.replace('_', '-')} must be at least {minimum}")
+    if config.getoption("benchmark_disable", False):
+        # Nothing is timed under --benchmark-disable (the test command): idle OpenMP threads sleep instead of spinning,
+        # which on a loaded machine takes a third off the equivalence tests (docs/options.md#the-test-command).
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     # A run asks torch (in a probe process) what it picks and whether it can use a GPU; a collection does not.
     probed = not (config.option.help or config.option.collectonly)
     cuda_reason = machine.cuda_reason(confirm=probed and "cuda" in devices)
