@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,14 +104,24 @@ def worker_pair(settings, library: str | None, logs, dropout: float, impls: tupl
         pytest.skip(f"--device {','.join(settings.devices)}: this equivalence test compares implementations on {device}")
     if device == "cuda" and settings.cuda_reason:
         pytest.skip(settings.cuda_reason)
+    def start(impl: str) -> Worker:
+        language = registry.get(impl).language
+        given = settings.worker_options(device, str(logs / f"{impl}.log"), impl=impl, workload=workload)
+        given |= {"dropout": dropout} | ((options or {}) if impl == impls[1] else {})
+        return Worker(impl, device, given, settings.round_timeout, library if language == "cpp" else None)
+
     with contextlib.ExitStack() as stack:
-        workers = {}
-        for impl in impls:
-            language = registry.get(impl).language
-            given = settings.worker_options(device, str(logs / f"{impl}.log"), impl=impl, workload=workload)
-            given |= {"dropout": dropout} | ((options or {}) if impl == impls[1] else {})
-            workers[impl] = Worker(impl, device, given, settings.round_timeout, library if language == "cpp" else None)
-            stack.callback(workers[impl].stop)
+        # The two start side by side (each imports torch and builds its trainer; nothing is compared yet): a pair
+        # costs one start, not two.
+        with ThreadPoolExecutor(len(impls)) as pool:
+            futures = {impl: pool.submit(start, impl) for impl in impls}
+        for future in futures.values():
+            if future.exception() is None:
+                stack.callback(future.result().stop)
+        for future in futures.values():
+            if future.exception() is not None:
+                raise future.exception()
+        workers = {impl: future.result() for impl, future in futures.items()}
         yield Pair(workers[impls[0]], workers[impls[1]], get_params(workers[impls[0]]))
 
 
