@@ -243,9 +243,7 @@ def test_a_killed_rank_fails_its_own_case_and_nothing_else_is_lost(pytestconfig,
     autosave). One child pytest, because the fault knob acts in the workers of a real suite run, which no in-process
     world can show; python-allreduce alone, two worlds of 2 (about 30 s here under load, most of it the four workers'
     start)."""
-    from xml.etree import ElementTree
-
-    from tests.test_faults import _autosaved, _data_options, _saved, run_suite
+    from tests.test_faults import _autosaved, _data_options, _saved, junit_outcomes, run_suite
 
     out = tmp_path
     started = time.monotonic()
@@ -256,10 +254,7 @@ def test_a_killed_rank_fails_its_own_case_and_nothing_else_is_lost(pytestconfig,
         "--benchmark-storage", f"file://{out / 'storage'}", "--junitxml", str(out / "junit.xml"),
         *_data_options(pytestconfig), env={"PHASEBENCH_TEST_FAULT": "python-allreduce@1/grad_sync:kill"})
     elapsed = time.monotonic() - started
-    outcomes = {}
-    for case in ElementTree.parse(out / "junit.xml").iter("testcase"):
-        verdict = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
-        outcomes[case.get("name")] = ("passed", "") if verdict is None else (verdict.tag, verdict.get("message"))
+    outcomes = junit_outcomes(out / "junit.xml")
     name = "test_dist_phase[{}-python-allreduce-cpu-world2]"
     verdict, message = outcomes[name.format("grad_sync")]
     died = "rank 1: python-allreduce worker on cpu died with signal SIGKILL during 'grad_sync'"

@@ -192,11 +192,16 @@ def faulty_run(pytestconfig, cpp_library, tmp_path_factory):
         "--benchmark-storage", f"file://{out / 'storage'}", "--junitxml", str(out / "junit.xml"),
         *_data_options(pytestconfig),
         env={"PHASEBENCH_TEST_FAULT": "cpp/loss:segfault,cpp/backward:hang", "CUDA_VISIBLE_DEVICES": ""})
+    return junit_outcomes(out / "junit.xml"), run, out
+
+
+def junit_outcomes(path: Path) -> dict[str, tuple[str, str]]:
+    """Test name -> (passed, failure, error or skipped; its message), from a child run's --junitxml."""
     outcomes = {}
-    for case in ElementTree.parse(out / "junit.xml").iter("testcase"):
+    for case in ElementTree.parse(path).iter("testcase"):
         verdict = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
         outcomes[case.get("name")] = ("passed", "") if verdict is None else (verdict.tag, verdict.get("message"))
-    return outcomes, run, out
+    return outcomes
 
 
 def test_a_crashing_case_fails_with_the_signal(faulty_run):
