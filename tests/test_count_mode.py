@@ -22,7 +22,7 @@ def pytest_run(*args, env=None, timeout=600):
 
 
 @needs_valgrind
-def test_one_phase_is_counted_in_both_languages(tmp_path):
+def test_one_phase_is_counted_in_both_languages(pytestconfig, tmp_path):
     """The mode end to end on its tiniest case: copy_to_device, one round, each language. Why it cannot be cheaper
     (about 60 s here): a worker under Valgrind starts slowly (torch or LibTorch translated and their symbols read),
     and only a real run shows that both brackets count and that the result saves counts, not times."""
@@ -34,7 +34,10 @@ def test_one_phase_is_counted_in_both_languages(tmp_path):
         runs[impl] = (out, subprocess.Popen(
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "bench/test_phases.py", "--count", "instructions",
              "--impl", impl, "-k", "copy_to_device", "--rounds", "1", "--warmup-rounds", "0",
-             "--benchmark-json", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+             "--benchmark-json", str(out),
+             # The data this run resolved: two children resolving a fresh clone's data/ at once can race.
+             f"--dataset={pytestconfig.getoption('dataset')}", f"--mnist-root={pytestconfig.getoption('mnist_root')}"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     cases = {}
     for out, process in runs.values():
         output = process.communicate(timeout=600)[0]
