@@ -70,3 +70,18 @@ def test_what_cannot_be_counted_is_refused_in_one_line(tmp_path):
     assert cuda.returncode == 4 and "--count instructions counts on cpu only" in cuda.stderr, cuda.stderr
     assert workers.returncode == 4 and "cannot count python-workers" in workers.stderr, workers.stderr
     assert no_valgrind.returncode == 4 and "--count instructions needs valgrind" in no_valgrind.stderr
+
+
+def test_the_heap_pad_leaves_another_heap_for_each_n(monkeypatch):
+    """The count study's C-heap perturbation (PHASEBENCH_TEST_HEAP_PAD) keeps every other block of its N and does
+    nothing without N."""
+    from phasebench.worker import count_server
+
+    monkeypatch.setattr(count_server, "_KEPT", [])
+    monkeypatch.delenv("PHASEBENCH_TEST_HEAP_PAD", raising=False)
+    count_server.perturb_heap()
+    assert count_server._KEPT == []
+    for n, kept in ((1, 8), (3, 24 + 8)):
+        monkeypatch.setenv("PHASEBENCH_TEST_HEAP_PAD", str(n))
+        count_server.perturb_heap()
+        assert len(count_server._KEPT) == kept and all(count_server._KEPT)

@@ -33,9 +33,11 @@ VALGRIND_OPTIONS = ("--tool=callgrind", "--instr-atstart=no", "--collect-atstart
                     "--compress-strings=no", "--compress-pos=no")
 # What the bracket holds, and what the worker does between rounds; raise it when either changes (the count gate calls
 # counts of another bracket not comparable). 2: the worker no longer reads its dumps (the pytest process does), so
-# its heap between rounds differs, and the small phases' counts with it (up to 7 % for python loss).
-BRACKET = ("callgrind 2: zero, toggle collection, body, toggle, dump (cpp/include/phasebench_count.h); "
-           "the dump read outside the worker")
+# its heap between rounds differs, and the small phases' counts with it (up to 7 % for python loss). 3: the Python
+# worker empties the interpreter's type attribute cache before each bracket
+# (docs/instruction-counts.md#determinism-first).
+BRACKET = ("callgrind 3: zero, toggle collection, body, toggle, dump (cpp/include/phasebench_count.h); "
+           "the dump read outside the worker; python's type attribute cache emptied before each bracket")
 ROUNDS, WARMUP_ROUNDS = 3, 1  # the mode's defaults; --rounds and --warmup-rounds apply
 FLOOR_ROUNDS = 3  # empty-bracket rounds whose median is a worker's count floor
 

@@ -269,6 +269,10 @@ def main(argv=None) -> int:
                 if adapter is not None:  # a restart with other options (the equivalence tests): a fresh trainer
                     adapter.trainer.close()
                     adapter = None
+                if args.count_out:
+                    from phasebench.worker.count_server import perturb_heap
+
+                    perturb_heap()
                 adapter = (PythonAdapter(request["options"]) if args.language == "python"
                            else CppAdapter(request["options"], args.library))
                 counted = {}
