@@ -6,8 +6,12 @@ checkout that was not installed loads it from here.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import tempfile
 import threading
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -46,9 +50,57 @@ def cpp_library(pytestconfig, request) -> str:
             pytestconfig.get_terminal_writer().line(line)
 
     try:
-        return str(build.library_path(announce=announce))
+        library = str(build.library_path(announce=announce))
     except build.BuildUnavailable as error:
         pytest.skip(str(error))
+    start_beside(request.session.items)
+    return library
+
+
+# A test's node id: what its beside(start) marker's start(config, folder) started, until the test awaits it.
+STARTED_BESIDE: dict[str, dict[str, tuple[Path, subprocess.Popen]]] = {}
+_BESIDE_FOLDERS: list[Path] = []
+
+
+def start_beside(items) -> None:
+    """Tests marked beside(start) whose work is child processes that need only the built library (test_count_mode's
+    two runs under Valgrind, about a minute) start them as soon as the library is built, beside the rest of the run:
+    the test command keeps this machine's two cores about half busy (load average about 1). The test awaits them
+    (the started_beside fixture); what no test awaited is killed when the session ends."""
+    for item in items:
+        marker = item.get_closest_marker("beside")
+        if marker is not None and item.nodeid not in STARTED_BESIDE:
+            _BESIDE_FOLDERS.append(Path(tempfile.mkdtemp(prefix="phasebench-beside-")))
+            STARTED_BESIDE[item.nodeid] = marker.args[0](item.config, _BESIDE_FOLDERS[-1])
+
+
+@pytest.fixture
+def started_beside(request, cpp_library):
+    """What this test's beside(start) marker started ({name: (output file, process)}), started now where it was
+    not (cpp_library's setup starts it for every selected test)."""
+    if request.node.nodeid not in STARTED_BESIDE:
+        start_beside([request.node])
+    started = STARTED_BESIDE.pop(request.node.nodeid)
+    yield started
+    for _, process in started.values():  # a test that failed or timed out before its processes ended
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "beside(start): start(config, folder) starts the test's child processes "
+                                       "once the C++ library is built (conftest.py's start_beside)")
+
+
+def pytest_sessionfinish(session):
+    for started in STARTED_BESIDE.values():
+        for _, process in started.values():
+            process.kill()
+            process.wait()
+    STARTED_BESIDE.clear()
+    for folder in _BESIDE_FOLDERS:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def build_plain_program_beside(items) -> None:

@@ -21,26 +21,38 @@ def pytest_run(*args, env=None, timeout=600):
                           capture_output=True, text=True, env=env, timeout=timeout)
 
 
-@needs_valgrind
-def test_one_phase_is_counted_in_both_languages(pytestconfig, tmp_path):
-    """The mode end to end on its tiniest case: copy_to_device, one round, each language. Why it cannot be cheaper
-    (about 60 s here): a worker under Valgrind starts slowly (torch or LibTorch translated and their symbols read),
-    and only a real run shows that both brackets count and that the result saves counts, not times."""
-    # One pytest per language, side by side: a count does not depend on the neighbours, and each worker's start
-    # under Valgrind (LibTorch's symbols read) is most of the time.
+def start_counted_runs(config, folder) -> dict:
+    """One pytest per language under --count instructions on the tiniest case (copy_to_device, one round), side by
+    side: a count does not depend on its neighbours. Started by conftest.py's start_beside as soon as the library is
+    built, so that their minute under Valgrind runs beside the rest of the test command."""
+    if shutil.which("valgrind") is None:
+        return {}
     runs = {}
     for impl in ("python", "cpp"):
-        out = tmp_path / f"{impl}.json"
-        runs[impl] = (out, subprocess.Popen(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "bench/test_phases.py", "--count", "instructions",
-             "--impl", impl, "-k", "copy_to_device", "--rounds", "1", "--warmup-rounds", "0",
-             "--benchmark-json", str(out),
-             # The data this run resolved: two children resolving a fresh clone's data/ at once can race.
-             f"--dataset={pytestconfig.getoption('dataset')}", f"--mnist-root={pytestconfig.getoption('mnist_root')}"],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        out, log = folder / f"{impl}.json", open(folder / f"{impl}.log", "w")
+        with log:
+            runs[impl] = (out, subprocess.Popen(
+                [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "bench/test_phases.py", "--count",
+                 "instructions", "--impl", impl, "-k", "copy_to_device", "--rounds", "1", "--warmup-rounds", "0",
+                 "--benchmark-json", str(out),
+                 # The data this run resolved: two children resolving a fresh clone's data/ at once can race.
+                 f"--dataset={config.getoption('dataset')}", f"--mnist-root={config.getoption('mnist_root')}"],
+                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True))
+    return runs
+
+
+@needs_valgrind
+@pytest.mark.beside.with_args(start_counted_runs)  # with_args: a lone callable would be marked, not passed
+def test_one_phase_is_counted_in_both_languages(started_beside):
+    """The mode end to end on its tiniest case: copy_to_device, one round, each language. Why it cannot be cheaper
+    (about 60 s here, mostly beside other tests: conftest.py's start_beside): a worker under Valgrind starts slowly
+    (torch or LibTorch translated and their symbols read), and only a real run shows that both brackets count and
+    that the result saves counts, not times."""
+    assert set(started_beside) == {"python", "cpp"}
     cases = {}
-    for out, process in runs.values():
-        output = process.communicate(timeout=600)[0]
+    for out, process in started_beside.values():
+        process.wait(timeout=600)
+        output = out.with_suffix(".log").read_text()
         assert process.returncode == 0, output[-4000:]
         assert "COUNTING instructions under valgrind" in output
         assert "Name (time in M instructions)" in output and "instructions counted on cpu" in output
