@@ -6,12 +6,8 @@ checkout that was not installed loads it from here.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import tempfile
 import threading
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -21,6 +17,7 @@ from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload
 from phasebench.worker import build
 from phasebench.worker.client import Worker, WorkerPool
+from tests import beside
 
 if TYPE_CHECKING:  # an annotation only: the plugin is loaded by pytest, not imported here
     from phasebench.plugin import Settings
@@ -53,54 +50,33 @@ def cpp_library(pytestconfig, request) -> str:
         library = str(build.library_path(announce=announce))
     except build.BuildUnavailable as error:
         pytest.skip(str(error))
-    start_beside(request.session.items)
+    beside.start(request.session.items, library)
     return library
 
 
-# A test's node id: what its beside(start) marker's start(config, folder) started, until the test awaits it.
-STARTED_BESIDE: dict[str, dict[str, tuple[Path, subprocess.Popen]]] = {}
-_BESIDE_FOLDERS: list[Path] = []
-
-
-def start_beside(items) -> None:
-    """Tests marked beside(start) whose work is child processes that need only the built library (test_count_mode's
-    two runs under Valgrind, about a minute) start them as soon as the library is built, beside the rest of the run:
-    the test command keeps this machine's two cores about half busy (load average about 1). The test awaits them
-    (the started_beside fixture); what no test awaited is killed when the session ends."""
-    for item in items:
-        marker = item.get_closest_marker("beside")
-        if marker is not None and item.nodeid not in STARTED_BESIDE:
-            _BESIDE_FOLDERS.append(Path(tempfile.mkdtemp(prefix="phasebench-beside-")))
-            STARTED_BESIDE[item.nodeid] = marker.args[0](item.config, _BESIDE_FOLDERS[-1])
-
-
 @pytest.fixture
-def started_beside(request, cpp_library):
-    """What this test's beside(start) marker started ({name: (output file, process)}), started now where it was
-    not (cpp_library's setup starts it for every selected test)."""
-    if request.node.nodeid not in STARTED_BESIDE:
-        start_beside([request.node])
-    started = STARTED_BESIDE.pop(request.node.nodeid)
+def started_beside(request):
+    """What this test's beside(start) marker started (tests/beside.py), started now where it was not (cpp_library's
+    setup starts it for every selected test; start gets None for a library where none can be built); what is still
+    running when the test ends is killed."""
+    if request.node.nodeid not in beside.STARTED:
+        try:
+            library = request.getfixturevalue("cpp_library")  # which starts it, where the library can be built
+        except pytest.skip.Exception:
+            library = None
+        beside.start([request.node], library)
+    started = beside.STARTED.pop(request.node.nodeid)
     yield started
-    for _, process in started.values():  # a test that failed or timed out before its processes ended
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    beside.stop(started)
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "beside(start): start(config, folder) starts the test's child processes "
-                                       "once the C++ library is built (conftest.py's start_beside)")
+    config.addinivalue_line("markers", "beside(start): start(item, folder, library) starts the test's "
+                                       "work once the C++ library is built (tests/beside.py)")
 
 
 def pytest_sessionfinish(session):
-    for started in STARTED_BESIDE.values():
-        for _, process in started.values():
-            process.kill()
-            process.wait()
-    STARTED_BESIDE.clear()
-    for folder in _BESIDE_FOLDERS:
-        shutil.rmtree(folder, ignore_errors=True)
+    beside.stop_all()
 
 
 def build_plain_program_beside(items) -> None:

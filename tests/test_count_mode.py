@@ -21,11 +21,10 @@ def pytest_run(*args, env=None, timeout=600):
                           capture_output=True, text=True, env=env, timeout=timeout)
 
 
-def start_counted_runs(config, folder) -> dict:
+def start_counted_runs(item, folder, library) -> dict:
     """One pytest per language under --count instructions on the tiniest case (copy_to_device, one round), side by
-    side: a count does not depend on its neighbours. Started by conftest.py's start_beside as soon as the library is
-    built, so that their minute under Valgrind runs beside the rest of the test command."""
-    if shutil.which("valgrind") is None:
+    side: a count does not depend on its neighbours. Started as soon as the library is built (tests/beside.py), so that their minute under Valgrind runs beside the rest of the test command."""
+    if shutil.which("valgrind") is None or library is None:
         return {}
     runs = {}
     for impl in ("python", "cpp"):
@@ -36,7 +35,7 @@ def start_counted_runs(config, folder) -> dict:
                  "instructions", "--impl", impl, "-k", "copy_to_device", "--rounds", "1", "--warmup-rounds", "0",
                  "--benchmark-json", str(out),
                  # The data this run resolved: two children resolving a fresh clone's data/ at once can race.
-                 f"--dataset={config.getoption('dataset')}", f"--mnist-root={config.getoption('mnist_root')}"],
+                 f"--dataset={item.config.getoption('dataset')}", f"--mnist-root={item.config.getoption('mnist_root')}"],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True))
     return runs
 
@@ -45,10 +44,11 @@ def start_counted_runs(config, folder) -> dict:
 @pytest.mark.beside.with_args(start_counted_runs)  # with_args: a lone callable would be marked, not passed
 def test_one_phase_is_counted_in_both_languages(started_beside):
     """The mode end to end on its tiniest case: copy_to_device, one round, each language. Why it cannot be cheaper
-    (about 60 s here, mostly beside other tests: conftest.py's start_beside): a worker under Valgrind starts slowly
+    (about 60 s here, mostly beside other tests: tests/beside.py): a worker under Valgrind starts slowly
     (torch or LibTorch translated and their symbols read), and only a real run shows that both brackets count and
     that the result saves counts, not times."""
-    assert set(started_beside) == {"python", "cpp"}
+    if not started_beside:
+        pytest.skip("no C++ library here: both languages' count bracket is in it")
     cases = {}
     for out, process in started_beside.values():
         process.wait(timeout=600)

@@ -38,6 +38,7 @@ from phasebench import registry
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload
 from phasebench.worker.client import Worker, WorkerError
+from tests import beside
 
 IMPLEMENTATIONS = registry.DEFAULT_IMPLS  # the published pair: python, cpp
 PARAM_COUNT = DEFAULT_WORKLOAD.parameter_count  # 21,840
@@ -295,31 +296,41 @@ def test_same_losses_with_dropout(fresh_pair):
     assert_same_training(fresh_pair(PUBLISHED_DROPOUT), f"dropout {PUBLISHED_DROPOUT}")
 
 
-def test_same_one_epoch_run(fresh_pair):
-    """The published run itself, a whole epoch in both languages, ends in bit-identical weights and accuracy.
-    Why it cannot be cheaper (about 30 s here): the short runs of the other tests stop before the epoch's short last
-    batch, its log lines and the evaluation; only a whole epoch proves that train() walks the epoch as the
-    published programs do, to the bit."""
-    pair = fresh_pair(PUBLISHED_DROPOUT)
-    layout = pair.python.request({"cmd": "layout"})["layout"]
-    # train() starts the published run by building a new model from the generator, so set_params
-    # cannot choose its weights. Seed 1 draws the same weights in both, and in fresh workers both
-    # generators are in step: check it on the model built at start and on one train() builds.
-    assert_bit_identical(layout, pair.initial, get_params(pair.cpp), "seed-1 initial weights")
-    pair.ask_both({"cmd": "train", "epochs": 0, "synchronize": True})
-    assert_bit_identical(layout, get_params(pair.python), get_params(pair.cpp),
-                         "weights train() starts from")
+def one_epoch_run(item, folder, library):
+    """test_same_one_epoch_run's work, started as soon as the library is built (tests/beside.py): a minute of
+    training in two fresh workers that needs nothing from the tests before it."""
+    def run() -> None:
+        with worker_pair(item.config.phasebench, library, folder, PUBLISHED_DROPOUT) as pair:
+            layout = pair.python.request({"cmd": "layout"})["layout"]
+            # train() starts the published run by building a new model from the generator, so set_params
+            # cannot choose its weights. Seed 1 draws the same weights in both, and in fresh workers both
+            # generators are in step: check it on the model built at start and on one train() builds.
+            assert_bit_identical(layout, pair.initial, get_params(pair.cpp), "seed-1 initial weights")
+            pair.ask_both({"cmd": "train", "epochs": 0, "synchronize": True})
+            assert_bit_identical(layout, get_params(pair.python), get_params(pair.cpp),
+                                 "weights train() starts from")
 
-    runs = pair.ask_both({"cmd": "train", "epochs": 1, "synchronize": True}, timeout=EPOCH_TIMEOUT_S)
-    steps = {impl: run["steps"] for impl, run in runs.items()}
-    assert steps == {impl: EPOCH_BATCHES for impl in IMPLEMENTATIONS}, f"steps in one epoch: {steps}"
-    assert_bit_identical(layout, get_params(pair.python), get_params(pair.cpp),
-                         f"weights after one epoch with dropout {PUBLISHED_DROPOUT}")
-    results = pair.ask_both({"cmd": "evaluate"})
-    accuracy = {impl: result["accuracy"] for impl, result in results.items()}
-    assert accuracy["python"] == accuracy["cpp"], (
-        f"test accuracy after one epoch from the same weights: python {accuracy['python']:.2f} %, "
-        f"cpp {accuracy['cpp']:.2f} %")
+            runs = pair.ask_both({"cmd": "train", "epochs": 1, "synchronize": True}, timeout=EPOCH_TIMEOUT_S)
+            steps = {impl: run["steps"] for impl, run in runs.items()}
+            assert steps == {impl: EPOCH_BATCHES for impl in IMPLEMENTATIONS}, f"steps in one epoch: {steps}"
+            assert_bit_identical(layout, get_params(pair.python), get_params(pair.cpp),
+                                 f"weights after one epoch with dropout {PUBLISHED_DROPOUT}")
+            results = pair.ask_both({"cmd": "evaluate"})
+            accuracy = {impl: result["accuracy"] for impl, result in results.items()}
+            assert accuracy["python"] == accuracy["cpp"], (
+                f"test accuracy after one epoch from the same weights: python {accuracy['python']:.2f} %, "
+                f"cpp {accuracy['cpp']:.2f} %")
+
+    return beside.in_thread(run)
+
+
+@pytest.mark.beside.with_args(one_epoch_run)  # with_args: a lone callable would be marked, not passed
+def test_same_one_epoch_run(started_beside):
+    """The published run itself, a whole epoch in both languages, ends in bit-identical weights and accuracy.
+    Why it cannot be cheaper (about 30 s here, mostly beside other tests: tests/beside.py): the short runs of the
+    other tests stop before the epoch's short last batch, its log lines and the evaluation; only a whole epoch
+    proves that train() walks the epoch as the published programs do, to the bit."""
+    started_beside.result(timeout=EPOCH_TIMEOUT_S)
 
 
 # -- every other implementation against its language's published one ---------------------------------
@@ -667,21 +678,34 @@ def assert_close_training(pair: Pair, what: str, steps: int = STEPS) -> None:
 COMPILED = [impl.name for impl in registry.REGISTRY if impl.step == "compile"]
 
 
+def compiled_training(item, folder, library):
+    """test_compiled_same_training's work, started as soon as the library is built (tests/beside.py): a cold
+    compile and STEPS steps in two fresh workers, which need nothing from the tests before them."""
+    variant, dropout = item.callspec.params["variant"], item.callspec.params["dropout"]
+    settings = item.config.phasebench
+
+    def run() -> None:
+        if dropout == 0.0 and variant not in settings.impls:
+            pytest.skip(f"a second cold compile is beyond the test command's budget: run with --impl {variant}")
+        reference = registry.language_reference(registry.get(variant)).name
+        with worker_pair(settings, None, folder, dropout, (reference, variant),
+                         options={"fallback_random": True}) as pair:
+            assert_close_training(pair, f"dropout {dropout}, fallback_random")
+
+    return beside.in_thread(run)
+
+
 @pytest.mark.parametrize("variant", COMPILED)
 @pytest.mark.parametrize("dropout", [PUBLISHED_DROPOUT, 0.0], ids=["dropout-on", "dropout-off"])
-def test_compiled_same_training(settings, tmp_path, variant, dropout):
+@pytest.mark.beside.with_args(compiled_training)
+def test_compiled_same_training(started_beside, variant, dropout):
     """The compiled model trains as eager Python, within the rounding of the kernels inductor fuses (above). With
     torch._inductor.config.fallback_random the compiled code draws eager's dropout masks, so the published
     dropout is compared too. One cold compile per test: dropout-on, the graph that is timed, runs in the test
     command; dropout-off runs where --impl names the variant (a second compile takes 70-110 s here). Why it
-    cannot be cheaper (about 30 s here): the compile phase must be cold (a cache of its own, docs/gpu.md), and
-    only a compile proves the compiled step trains as eager does."""
-    if dropout == 0.0 and variant not in settings.impls:
-        pytest.skip(f"a second cold compile is beyond the test command's budget: run with --impl {variant}")
-    reference = registry.language_reference(registry.get(variant)).name
-    with worker_pair(settings, None, tmp_path, dropout, (reference, variant),
-                     options={"fallback_random": True}) as pair:
-        assert_close_training(pair, f"dropout {dropout}, fallback_random")
+    cannot be cheaper (about 30 s here, mostly beside other tests: tests/beside.py): the compile phase must be
+    cold (a cache of its own, docs/gpu.md), and only a compile proves the compiled step trains as eager does."""
+    started_beside.result(timeout=EPOCH_TIMEOUT_S)
 
 
 WHOLE_STEP_VARIANTS = [impl.name for impl in registry.REGISTRY if impl.step != "eager"]
