@@ -28,6 +28,10 @@ PINS = {
     "PYTHONHASHSEED": "0",
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
+    # glibc keeps every freed small chunk in its per-thread cache (7 a size by default), so that a round's mallocs
+    # take the same path whatever the heap's bins hold: the small phases' counts otherwise moved by 2-5 % with the
+    # heap the worker started from (docs/instruction-counts.md#determinism-first).
+    "GLIBC_TUNABLES": "glibc.malloc.tcache_count=65535",
 }
 VALGRIND_OPTIONS = ("--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no", "--dump-instr=no",
                     "--compress-strings=no", "--compress-pos=no")
@@ -35,9 +39,10 @@ VALGRIND_OPTIONS = ("--tool=callgrind", "--instr-atstart=no", "--collect-atstart
 # counts of another bracket not comparable). 2: the worker no longer reads its dumps (the pytest process does), so
 # its heap between rounds differs, and the small phases' counts with it (up to 7 % for python loss). 3: the Python
 # worker empties the interpreter's type attribute cache before each bracket
-# (docs/instruction-counts.md#determinism-first).
+# (docs/instruction-counts.md#determinism-first), and glibc's tcache holds every freed small chunk (PINS).
 BRACKET = ("callgrind 3: zero, toggle collection, body, toggle, dump (cpp/include/phasebench_count.h); "
-           "the dump read outside the worker; python's type attribute cache emptied before each bracket")
+           "the dump read outside the worker; python's type attribute cache emptied before each bracket; "
+           "glibc.malloc.tcache_count=65535")
 ROUNDS, WARMUP_ROUNDS = 3, 1  # the mode's defaults; --rounds and --warmup-rounds apply
 FLOOR_ROUNDS = 3  # empty-bracket rounds whose median is a worker's count floor
 
