@@ -125,3 +125,51 @@ def test_the_report_of_a_counted_result_shows_counts_split_and_the_interpreter_s
     assert "**Instructions per call on cpu" in text and "| forward | 36,574,771 | 36,299,607 |" in text
     assert "**Where the instructions go on cpu" in text
     assert "CPython's interpreter executes 12.1 % of the instructions" in text
+
+
+FAKE_PYTEST = """#!/bin/sh
+# A side's pytest that runs until it is told to stop, and says that it was.
+echo started > "$PWD/started"
+sleep 60 & sleeping=$!
+trap 'echo TERM > "$PWD/stopped"; kill $sleeping; exit 143' TERM
+wait
+"""
+
+
+@pytest.mark.parametrize("serial", ["", "1"], ids=["side-by-side", "serial"])
+def test_a_cancelled_count_gate_stops_both_sides(tmp_path, serial):
+    """A cancelled CI job signals .ci/bench-pr-count's shell alone: the pytest of each side it started gets SIGTERM
+    (where it saves what it finished, test_faults), and the script exits 143 at once instead of leaving them
+    counting on."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from phasebench.results import ROOT
+
+    trees = [tmp_path / "base", tmp_path / "head"]
+    for tree in trees:
+        (tree / "phasebench" / "plugin").mkdir(parents=True)
+        (tree / "phasebench" / "plugin" / "counting.py").touch()  # base has the mode
+        python = tree / ".venv" / "bin" / "python"
+        python.parent.mkdir(parents=True)
+        python.write_text(FAKE_PYTEST)
+        python.chmod(0o755)
+    gate = subprocess.Popen(["bash", str(ROOT / ".ci" / "bench-pr-count"), *map(str, trees), str(tmp_path / "out")],
+                            env=os.environ | {"PHASEBENCH_NO_INSTALL": "1", "BENCH_PR_COUNT_SERIAL": serial},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        counting_sides = trees if not serial else trees[:1]  # serially, head has not started yet
+        deadline = time.monotonic() + 30
+        while not all((tree / "started").exists() for tree in counting_sides) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(gate.pid, signal.SIGTERM)
+        output = gate.communicate(timeout=10)[0].decode()
+    finally:
+        if gate.poll() is None:
+            os.killpg(gate.pid, signal.SIGKILL)
+    assert gate.returncode == 143, output
+    assert [(tree / "stopped").exists() for tree in trees] == [True, not serial], output
+    if serial:
+        assert not (trees[1] / "started").exists(), "head started after the cancel"
