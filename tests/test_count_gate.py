@@ -91,6 +91,32 @@ def test_a_callgrind_dump_is_read_by_self_cost(tmp_path):
         counting.read_round(str(dump), "python/forward/4")
 
 
+def test_kept_dumps_are_compared_function_by_function(tmp_path, monkeypatch, capsys):
+    """PHASEBENCH_COUNT_DUMPS keeps a read round's dump under its label; two kept dumps compare by category and by
+    function. ctypes' libffi (unnamed functions) is the C library, not JIT code; the bindings' per-call checks that
+    live in libtorch_cpu are framework, not kernels."""
+    def dump(label: str, nll_nd: int) -> str:
+        path = tmp_path / f"callgrind.out.{label.replace('/', '')}"
+        path.write_text("version: 1\ncmd: python\n\n"
+                        f"desc: Trigger: Client Request: {label}\n\nevents: Ir\n\n"
+                        "ob=/x/torch/lib/libtorch_cpu.so\nfn=at::native::nll_loss_nd_symint(at::Tensor const&)\n"
+                        f"1 {nll_nd}\nfn=at::impl::torch_function_mode_enabled()\n2 76\n"
+                        "fn=c10::WarningUtils::get_warning_handler()\n3 13\n"
+                        "ob=/usr/lib/x86_64-linux-gnu/libffi.so.8.1.2\nfn=0x0000000000002510\n4 71\n")
+        return str(path)
+
+    monkeypatch.setenv(counting.KEEP_DUMPS_ENV, str(tmp_path / "kept"))
+    read = counting.read_round(dump("python/loss/6", 154), "python/loss/6")
+    assert read["split"]["ATen kernels"] == 154 and read["split"]["dispatcher and autograd"] == 89
+    assert read["split"]["C library and allocator"] == 71 and read["split"]["MKL, oneDNN and JIT code"] == 0
+    kept = tmp_path / "kept" / "python_loss_6.callgrind"
+    assert kept.exists()
+    other = dump("cpp/loss/6", 0)
+    text = counting.compare_dumps(kept, other, n=1)
+    assert "+154  [ATen kernels] libtorch_cpu.so: at::native::nll_loss_nd_symint" in text
+    assert [line.split()[:1] for line in text.splitlines()[1:3]] == [["instructions"], ["interpreter"]]
+
+
 def test_a_python_speed_up_is_no_cpp_regression_and_a_slower_cpp_fails(tmp_path):
     """Item 7 of issue 23: a real 15 % speed-up of python moves the python/cpp ratio as a cpp slowdown would; it is
     reported, never failed, while a cpp 15 % slower fails by its median and by its ratio."""

@@ -43,6 +43,9 @@ VALGRIND_OPTIONS = ("--tool=callgrind", "--instr-atstart=no", "--collect-atstart
 BRACKET = ("callgrind 3: zero, toggle collection, body, toggle, dump (cpp/include/phasebench_count.h); "
            "the dump read outside the worker; python's type attribute cache emptied before each bracket; "
            "glibc.malloc.tcache_count=65535")
+# PHASEBENCH_COUNT_DUMPS=DIR keeps each round's whole dump there, named by its label, instead of deleting it once read
+# (docs/instruction-counts.md#how-a-round-is-counted).
+KEEP_DUMPS_ENV = "PHASEBENCH_COUNT_DUMPS"
 ROUNDS, WARMUP_ROUNDS = 3, 1  # the mode's defaults; --rounds and --warmup-rounds apply
 FLOOR_ROUNDS = 3  # empty-bracket rounds whose median is a worker's count floor
 
@@ -56,11 +59,14 @@ _FRAMEWORK = re.compile(r"Dispatcher|c10::impl::|OperatorHandle|KernelFunction|B
                         r"ThreadLocal|TLS|Tracer|RecordFunction|c10::impl|OperatorEntry|InferenceMode|"
                         r"GradMode|AutoDispatch|Functionalize|ExcludeDispatchKeyGuard|IValue|TensorOptions|"
                         r"c10::detail|Storage|at::TensorBase|at::Tensor::|at::TensorIteratorBase::build|"
-                        r"TensorIteratorConfig|make_tensor|empty_generic|empty_cpu|DeviceGuard|VariableHooks")
+                        r"TensorIteratorConfig|make_tensor|empty_generic|empty_cpu|DeviceGuard|VariableHooks|"
+                        # Checks made per call, most from the Python bindings, that live in libtorch_cpu: not kernels.
+                        r"torch_function_mode|WarningUtils|WarningHandler|getTracingState|SavedTensorDefaultHooks|"
+                        r"getStepCallbacks|InternedStrings|privateuse1|SymBool")
 _ALLOC = re.compile(r"Allocator|alloc_cpu|free_cpu|malloc|memcpy|memset|memmove|posix_memalign|operator new|"
                     r"operator delete")
 _LIBC = ("libc.so", "libc-", "libm.so", "libm-", "ld-linux", "ld-2", "libstdc++", "libgcc_s", "libpthread",
-         "libdl.so", "libjemalloc", "libtcmalloc", "libgomp", "libiomp", "vgpreload")
+         "libdl.so", "libjemalloc", "libtcmalloc", "libgomp", "libiomp", "vgpreload", "libffi")
 
 
 def valgrind_version() -> str | None:
@@ -102,7 +108,12 @@ def read_round(dump: str, label: str) -> dict:
     is) and deleted: {"instructions", "split", "top", "label"}. Refuses a dump of another round's label."""
     path = Path(dump)
     parsed = parse_dump(path)
-    path.unlink()
+    kept = os.environ.get(KEEP_DUMPS_ENV)
+    if kept:  # for callgrind_annotate or KCachegrind: DIR/python_loss_13.callgrind
+        Path(kept).mkdir(parents=True, exist_ok=True)
+        shutil.move(path, Path(kept) / (label.replace("/", "_") + ".callgrind"))
+    else:
+        path.unlink()
     if parsed["label"] != label:
         raise RuntimeError(f"{label}: the dump {dump} is labelled {parsed['label']!r}")
     return {"instructions": parsed["instructions"], "split": split(parsed["self"]),
@@ -116,10 +127,10 @@ def category(obj: str, function: str) -> str:
         return "interpreter"
     if "libtorch_python" in base:
         return "bindings"
+    if base.startswith(_LIBC):  # before the unnamed-code rule: libffi's (ctypes') functions have no names
+        return "C library and allocator"
     if base.startswith(("libmkl", "libdnnl", "libmkldnn")) or obj in ("???", "") or function.startswith("0x"):
         return "MKL, oneDNN and JIT code"  # JIT kernels are code in no object: unnamed
-    if base.startswith(_LIBC):
-        return "C library and allocator"
     if base.startswith("libphasebench") and not re.match(r"(phasebench::|pb_|Net|std::)", function):
         base = "libtorch_cpu"  # LibTorch's header code inlined into the C++ trainer: read by symbol as LibTorch's
     if base.startswith(("libtorch_cpu", "libc10", "libtorch.so")):
@@ -197,3 +208,32 @@ def split(spent: Counter) -> dict[str, int]:
 def top_functions(spent: Counter, n: int = 12) -> list[tuple[str, str, int]]:
     """The n functions with the most self instructions: (object basename, function, count)."""
     return [(os.path.basename(obj), function, count) for (obj, function), count in spent.most_common(n)]
+
+
+def compare_dumps(a: Path, b: Path, n: int = 15) -> str:
+    """Two rounds' dumps (kept with PHASEBENCH_COUNT_DUMPS) side by side: their totals, their split, and the n
+    functions whose self counts differ most, with the category each is in."""
+    first, second = parse_dump(Path(a)), parse_dump(Path(b))
+    lines = [f"{'':<28}{first['label']:>22}{second['label']:>22}{'difference':>12}",
+             f"{'instructions':<28}{first['instructions']:>22,}{second['instructions']:>22,}"
+             f"{first['instructions'] - second['instructions']:>+12,}"]
+    splits = split(first["self"]), split(second["self"])
+    lines += [f"{name:<28}{splits[0][name]:>22,}{splits[1][name]:>22,}{splits[0][name] - splits[1][name]:>+12,}"
+              for name in CATEGORIES]
+    names = set(first["self"]) | set(second["self"])
+    differing = sorted(names, key=lambda key: -abs(first["self"].get(key, 0) - second["self"].get(key, 0)))[:n]
+    lines.append("")
+    for obj, function in differing:
+        x, y = first["self"].get((obj, function), 0), second["self"].get((obj, function), 0)
+        lines.append(f"{x:>9,} {y:>9,} {x - y:>+8,}  [{category(obj, function)}] {os.path.basename(obj)}: "
+                     f"{function[:100]}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python -m phasebench.worker.counting A.callgrind B.callgrind [N]
+    import sys
+
+    if len(sys.argv) not in (3, 4):
+        sys.exit("usage: python -m phasebench.worker.counting DUMP_A DUMP_B [N]  (dumps kept with "
+                 f"{KEEP_DUMPS_ENV}=DIR)")
+    print(compare_dumps(Path(sys.argv[1]), Path(sys.argv[2]), *(int(x) for x in sys.argv[3:])))
