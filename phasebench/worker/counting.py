@@ -210,9 +210,9 @@ def top_functions(spent: Counter, n: int = 12) -> list[tuple[str, str, int]]:
     return [(os.path.basename(obj), function, count) for (obj, function), count in spent.most_common(n)]
 
 
-def compare_dumps(a: Path, b: Path, n: int = 15) -> str:
+def compare_dumps(a: Path, b: Path, n: int = 15, categories: tuple[str, ...] = ()) -> str:
     """Two rounds' dumps (kept with PHASEBENCH_COUNT_DUMPS) side by side: their totals, their split, and the n
-    functions whose self counts differ most, with the category each is in."""
+    functions whose self counts differ most (in `categories` only, where given), with the category each is in."""
     first, second = parse_dump(Path(a)), parse_dump(Path(b))
     lines = [f"{'':<28}{first['label']:>22}{second['label']:>22}{'difference':>12}",
              f"{'instructions':<28}{first['instructions']:>22,}{second['instructions']:>22,}"
@@ -220,7 +220,8 @@ def compare_dumps(a: Path, b: Path, n: int = 15) -> str:
     splits = split(first["self"]), split(second["self"])
     lines += [f"{name:<28}{splits[0][name]:>22,}{splits[1][name]:>22,}{splits[0][name] - splits[1][name]:>+12,}"
               for name in CATEGORIES]
-    names = set(first["self"]) | set(second["self"])
+    names = {key for key in set(first["self"]) | set(second["self"])
+             if not categories or category(*key) in categories}
     differing = sorted(names, key=lambda key: -abs(first["self"].get(key, 0) - second["self"].get(key, 0)))[:n]
     lines.append("")
     for obj, function in differing:
@@ -230,10 +231,11 @@ def compare_dumps(a: Path, b: Path, n: int = 15) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # python -m phasebench.worker.counting A.callgrind B.callgrind [N]
+if __name__ == "__main__":  # python -m phasebench.worker.counting A.callgrind B.callgrind [N [CATEGORY ...]]
     import sys
 
-    if len(sys.argv) not in (3, 4):
-        sys.exit("usage: python -m phasebench.worker.counting DUMP_A DUMP_B [N]  (dumps kept with "
-                 f"{KEEP_DUMPS_ENV}=DIR)")
-    print(compare_dumps(Path(sys.argv[1]), Path(sys.argv[2]), *(int(x) for x in sys.argv[3:])))
+    if len(sys.argv) < 3 or any(name not in CATEGORIES for name in sys.argv[4:]):
+        sys.exit("usage: python -m phasebench.worker.counting DUMP_A DUMP_B [N [CATEGORY ...]]  (dumps kept with "
+                 f"{KEEP_DUMPS_ENV}=DIR; categories: {', '.join(repr(name) for name in CATEGORIES)})")
+    print(compare_dumps(Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]) if sys.argv[3:] else 15,
+                        tuple(sys.argv[4:])))
