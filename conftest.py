@@ -6,6 +6,8 @@ checkout that was not installed loads it from here.
 
 from __future__ import annotations
 
+import importlib
+import sys
 import threading
 from functools import partial
 from typing import TYPE_CHECKING
@@ -17,7 +19,6 @@ from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload
 from phasebench.worker import build
 from phasebench.worker.client import Worker, WorkerPool
-from tests import beside
 
 if TYPE_CHECKING:  # an annotation only: the plugin is loaded by pytest, not imported here
     from phasebench.plugin import Settings
@@ -50,8 +51,15 @@ def cpp_library(pytestconfig, request) -> str:
         library = str(build.library_path(announce=announce))
     except build.BuildUnavailable as error:
         pytest.skip(str(error))
-    beside.start(request.session.items, library)
+    start_beside(request.session.items, library)
     return library
+
+
+def start_beside(items, library: str | None) -> None:
+    """The work of the selected tests marked beside (tests/beside.py), started now. Only where such a test is
+    selected is tests/ imported: a tree without it (bench/ alone) runs with this conftest too."""
+    if any(item.get_closest_marker("beside") for item in items):
+        importlib.import_module("tests.beside").start(items, library)
 
 
 @pytest.fixture
@@ -59,6 +67,7 @@ def started_beside(request):
     """What this test's beside(start) marker started (tests/beside.py), started now where it was not (cpp_library's
     setup starts it for every selected test; start gets None for a library where none can be built); what is still
     running when the test ends is killed."""
+    beside = importlib.import_module("tests.beside")
     if request.node.nodeid not in beside.STARTED:
         try:
             library = request.getfixturevalue("cpp_library")  # which starts it, where the library can be built
@@ -76,7 +85,8 @@ def pytest_configure(config):
 
 
 def pytest_sessionfinish(session):
-    beside.stop_all()
+    if "tests.beside" in sys.modules:
+        sys.modules["tests.beside"].stop_all()
 
 
 def build_plain_program_beside(items) -> None:
