@@ -16,6 +16,7 @@ import os
 import shutil
 import socket
 import struct
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -211,15 +212,22 @@ def _synthetic(root: str, announce=None) -> DataSource:
     return target
 
 
+def make_writable_folder(root: str) -> None:
+    """root made where it is not, and shown writable; OSError where it is not. The probe file is this call's own:
+    two runs probing one shared name at once removed each other's, and the second removal failed (No such file or
+    directory) on a writable folder."""
+    os.makedirs(root, exist_ok=True)
+    handle, probe = tempfile.mkstemp(prefix=".writable-", dir=root)
+    os.close(handle)
+    os.remove(probe)
+
+
 def resolve(dataset: str, root: str, announce=None) -> DataSource:
     """Find or make the data for `dataset` (one of DATASET_CHOICES) under `root`; `announce(line)` says so before
     anything slow (a download, generating synthetic data)."""
     root = os.path.abspath(root)
     try:
-        os.makedirs(root, exist_ok=True)
-        probe = os.path.join(root, ".writable")
-        open(probe, "w").close()
-        os.remove(probe)
+        make_writable_folder(root)
     except OSError as error:
         provided = _provided_mnist(root) if dataset in ("auto", "mnist") else None
         if provided:

@@ -177,3 +177,16 @@ def test_generating_synthetic_data_says_so_first_and_names_the_package(tmp_path)
     assert "apt-get install dataset-fashion-mnist" in data.SYNTHETIC_WARNING
     data.resolve("synthetic", str(tmp_path), announce=said.append)
     assert len(said) == 1, "already generated: nothing to say"
+
+
+def test_runs_that_probe_one_data_folder_at_once_all_find_it_writable(tmp_path):
+    """Two child pytests resolving one --mnist-root at once (tests/beside.py starts two) each probe it: a probe
+    file of a shared name, removed by the other, failed the second run as "not writable"."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from phasebench.data import make_writable_folder
+
+    root = str(tmp_path / "data")
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda _: make_writable_folder(root), range(2000)))  # raises what any call raised
+    assert os.listdir(root) == []
