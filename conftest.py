@@ -64,9 +64,8 @@ def start_beside(items, library: str | None) -> None:
 
 @pytest.fixture
 def started_beside(request):
-    """What this test's beside(start) marker started (tests/beside.py), started now where it was not (cpp_library's
-    setup starts it for every selected test; start gets None for a library where none can be built); what is still
-    running when the test ends is killed."""
+    """The Future of what this test's beside(start) marker started (tests/beside.py), queued now where it was not
+    (cpp_library's setup queues it for every selected test; start gets None for a library where none can be built)."""
     beside = importlib.import_module("tests.beside")
     if request.node.nodeid not in beside.STARTED:
         try:
@@ -74,9 +73,7 @@ def started_beside(request):
         except pytest.skip.Exception:
             library = None
         beside.start([request.node], library)
-    started = beside.STARTED.pop(request.node.nodeid)
-    yield started
-    beside.stop(started)
+    return beside.STARTED.pop(request.node.nodeid)
 
 
 def pytest_configure(config):

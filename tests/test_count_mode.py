@@ -47,11 +47,11 @@ def test_one_phase_is_counted_in_both_languages(started_beside):
     (about 60 s here, mostly beside other tests: tests/beside.py): a worker under Valgrind starts slowly
     (torch or LibTorch translated and their symbols read), and only a real run shows that both brackets count and
     that the result saves counts, not times."""
-    if not started_beside:
+    runs = started_beside.result(timeout=600)  # the processes have ended
+    if not runs:
         pytest.skip("no C++ library here: both languages' count bracket is in it")
     cases = {}
-    for out, process in started_beside.values():
-        process.wait(timeout=600)
+    for out, process in runs.values():
         output = out.with_suffix(".log").read_text()
         assert process.returncode == 0, output[-4000:]
         assert "COUNTING instructions under valgrind" in output
