@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import queue
 import shutil
-import subprocess
 import tempfile
 import threading
 from concurrent.futures import Future
