@@ -6,7 +6,7 @@ from the tests before them (docs/options.md#the-test-command); started all at on
 them as much as they saved.
 
 A marker's start(item, folder, library) returns {name: (output file, process)} (the lane waits for the processes)
-or a Future (the lane waits for it); the test gets a Future of that."""
+or a function (the lane runs it); the test gets a Future of the processes or of the function's result."""
 
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ def _run_lane() -> None:
         begin, item, folder, library, future = _LANE.get()
         try:
             started = begin(item, folder, library)
-            if isinstance(started, Future):
-                future.set_result(started.result())
+            if callable(started):
+                future.set_result(started())
                 continue
             _RUNNING.append(started)
             for _, process in started.values():
@@ -58,23 +58,9 @@ def _run_lane() -> None:
             future.set_exception(error)
 
 
-def in_thread(function) -> Future:
-    """function() in a thread of its own; its result, or what it raised (a failed assertion, a skip), from the
-    Future. The thread is a daemon: a session that ends first does not wait for it."""
-    future: Future = Future()
-
-    def run() -> None:
-        try:
-            future.set_result(function())
-        except BaseException as error:  # noqa: BLE001
-            future.set_exception(error)
-
-    threading.Thread(target=run, name=f"phasebench-beside-{function.__name__}", daemon=True).start()
-    return future
-
-
 def stop_all() -> None:
-    """Kill the processes the lane still waits on (a thread ends with the session) and remove the folders."""
+    """Kill the processes the lane still waits on (the lane, a daemon thread, ends with the session) and remove the
+    folders."""
     for started in list(_RUNNING):
         for _, process in started.values():
             if process.poll() is None:

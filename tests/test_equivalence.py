@@ -38,7 +38,6 @@ from phasebench import registry
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload
 from phasebench.worker.client import Worker, WorkerError
-from tests import beside
 
 IMPLEMENTATIONS = registry.DEFAULT_IMPLS  # the published pair: python, cpp
 PARAM_COUNT = DEFAULT_WORKLOAD.parameter_count  # 21,840
@@ -321,7 +320,7 @@ def one_epoch_run(item, folder, library):
                 f"test accuracy after one epoch from the same weights: python {accuracy['python']:.2f} %, "
                 f"cpp {accuracy['cpp']:.2f} %")
 
-    return beside.in_thread(run)
+    return run
 
 
 @pytest.mark.beside.with_args(one_epoch_run)  # with_args: a lone callable would be marked, not passed
@@ -692,7 +691,7 @@ def compiled_training(item, folder, library):
                          options={"fallback_random": True}) as pair:
             assert_close_training(pair, f"dropout {dropout}, fallback_random")
 
-    return beside.in_thread(run)
+    return run
 
 
 @pytest.mark.parametrize("variant", COMPILED)
