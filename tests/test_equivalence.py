@@ -61,6 +61,8 @@ class Pair:
     first: Worker
     second: Worker
     initial: np.ndarray  # the first model's seed-1 weights, read before any test changes them
+    dropout: float
+    workload: Workload
 
     @property
     def workers(self) -> tuple[Worker, Worker]:
@@ -96,10 +98,55 @@ class Pair:
         return replies
 
 
+class KeptWorkers:
+    """cpu workers kept for the module, one per implementation, that each pair gets with a fresh trainer: the
+    worker is sent `start` again, which closes its trainer and builds a new one from the seed, as a new process
+    would (test_ensemble_members_start_from_their_seeds checks it: the ensembles fixture restarts its workers for
+    every run). A pair then costs a trainer's build, not a process's start: a Python worker imports torch and
+    torchvision in about 3 s of cpu here, and the variant tests alone started 36 workers before.
+
+    A worker that died or refused is replaced by a new process on next use."""
+
+    def __init__(self, settings, library: str | None):
+        self.settings, self.library = settings, library
+        self.workers: dict[str, Worker] = {}
+
+    def fresh(self, impl: str, options: dict) -> Worker:
+        worker = self.workers.pop(impl, None)
+        if worker is not None and worker.alive():
+            try:
+                worker.info = worker.request({"cmd": "start", "options": options})
+                worker.log_path = options.get("log_path")
+                self.workers[impl] = worker
+                return worker
+            except WorkerError:
+                pass
+        if worker is not None:
+            worker.stop()
+        language = registry.get(impl).language
+        worker = Worker(impl, "cpu", options, self.settings.round_timeout,
+                        self.library if language == "cpp" else None)
+        self.workers[impl] = worker
+        return worker
+
+    def stop(self) -> None:
+        with ThreadPoolExecutor(max(1, len(self.workers))) as pool:  # each waits for its process to exit
+            list(pool.map(Worker.stop, self.workers.values()))
+
+
+@pytest.fixture(scope="module")
+def kept_workers(settings, cpp_library):
+    kept = KeptWorkers(settings, cpp_library)
+    yield kept
+    kept.stop()
+
+
 @contextlib.contextmanager
 def worker_pair(settings, library: str | None, logs, dropout: float, impls: tuple[str, str] = IMPLEMENTATIONS,
-                workload: Workload = DEFAULT_WORKLOAD, device: str = "cpu", options: dict | None = None):
-    """options: more Trainer options for the second worker (a Python one)."""
+                workload: Workload = DEFAULT_WORKLOAD, device: str = "cpu", options: dict | None = None,
+                kept: KeptWorkers | None = None):
+    """options: more Trainer options for the second worker (a Python one). kept: new trainers in the module's
+    workers (cpu only) instead of new processes."""
     if device not in settings.devices:
         pytest.skip(f"--device {','.join(settings.devices)}: this equivalence test compares implementations on {device}")
     if device == "cuda" and settings.cuda_reason:
@@ -108,6 +155,8 @@ def worker_pair(settings, library: str | None, logs, dropout: float, impls: tupl
         language = registry.get(impl).language
         given = settings.worker_options(device, str(logs / f"{impl}.log"), impl=impl, workload=workload)
         given |= {"dropout": dropout} | ((options or {}) if impl == impls[1] else {})
+        if kept is not None and device == "cpu":
+            return kept.fresh(impl, given)
         return Worker(impl, device, given, settings.round_timeout, library if language == "cpp" else None)
 
     with contextlib.ExitStack() as stack:
@@ -116,13 +165,13 @@ def worker_pair(settings, library: str | None, logs, dropout: float, impls: tupl
         with ThreadPoolExecutor(len(impls)) as pool:
             futures = {impl: pool.submit(start, impl) for impl in impls}
         for future in futures.values():
-            if future.exception() is None:
+            if future.exception() is None and kept is None:
                 stack.callback(future.result().stop)
         for future in futures.values():
             if future.exception() is not None:
                 raise future.exception()
         workers = {impl: future.result() for impl, future in futures.items()}
-        yield Pair(workers[impls[0]], workers[impls[1]], get_params(workers[impls[0]]))
+        yield Pair(workers[impls[0]], workers[impls[1]], get_params(workers[impls[0]]), dropout, workload)
 
 
 @pytest.fixture(scope="module")
@@ -135,10 +184,11 @@ def deterministic(settings, cpp_library, tmp_path_factory):
 
 
 @pytest.fixture
-def fresh_pair(settings, cpp_library, tmp_path):
-    """fresh_pair(dropout): new workers; nothing has drawn from their generators but the model built at start."""
+def fresh_pair(settings, cpp_library, kept_workers, tmp_path):
+    """fresh_pair(dropout): new trainers; nothing has drawn from their generators but the model built at start."""
     with contextlib.ExitStack() as stack:
-        yield lambda dropout: stack.enter_context(worker_pair(settings, cpp_library, tmp_path, dropout))
+        yield lambda dropout: stack.enter_context(worker_pair(settings, cpp_library, tmp_path, dropout,
+                                                              kept=kept_workers))
 
 
 def get_params(worker: Worker) -> np.ndarray:
@@ -257,26 +307,41 @@ def test_same_batches(deterministic):
     assert_same_batches(deterministic)
 
 
-def train_from_same_weights(pair: Pair, steps: int) -> tuple[dict[str, np.ndarray], list]:
-    """Both workers loaded with the pair's initial weights, then `steps` steps each: their losses, and the layout."""
+# A published implementation's training from given weights, by (implementation, workload, dropout, steps, the
+# weights' hash): (losses, weights after). Every variant of a language is compared with the same training of its
+# reference, so the reference trains once, not once per variant (STEPS steps of Python take about 1.5 s here).
+REFERENCE_TRAINING: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def train_from_same_weights(pair: Pair, steps: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list]:
+    """Both workers loaded with the pair's initial weights, then `steps` steps each, one after the other: their
+    losses, their weights after, and the layout. A published implementation's comes from REFERENCE_TRAINING once
+    it trained so."""
+    losses, weights = {}, {}
     for worker in pair.workers:
+        key = (worker.impl, pair.workload.id, pair.dropout, steps, hash(pair.initial.tobytes()))
+        if worker.impl in IMPLEMENTATIONS and key in REFERENCE_TRAINING:
+            losses[worker.impl], weights[worker.impl] = REFERENCE_TRAINING[key]
+            continue
         set_params(worker, pair.initial)
-    losses = {impl: np.array(reply["losses"])
-              for impl, reply in pair.ask_both({"cmd": "train_steps", "steps": steps}).items()}
-    return losses, pair.first.request({"cmd": "layout"})["layout"]
+        losses[worker.impl] = np.array(worker.request({"cmd": "train_steps", "steps": steps})["losses"])
+        weights[worker.impl] = get_params(worker)
+        if worker.impl in IMPLEMENTATIONS:
+            REFERENCE_TRAINING[key] = losses[worker.impl], weights[worker.impl]
+    return losses, weights, pair.first.request({"cmd": "layout"})["layout"]
 
 
 def assert_same_training(pair: Pair, what: str, steps: int = STEPS) -> None:
     """`steps` steps from the same weights: the same losses and the same weights after, to the bit."""
     a, b = pair.names
-    losses, layout = train_from_same_weights(pair, steps)
+    losses, weights, layout = train_from_same_weights(pair, steps)
     problems = []
     differ = np.flatnonzero(losses[a].view(np.uint64) != losses[b].view(np.uint64))
     if differ.size:
         first = differ[0]
         problems.append(f"losses differ from step {first} on ({differ.size} of {steps} steps): step {first} "
                         f"{a} {losses[a][first]:.17g}, {b} {losses[b][first]:.17g}")
-    differences = bit_differences(layout, get_params(pair.first), get_params(pair.second), pair.names)
+    differences = bit_differences(layout, weights[a], weights[b], pair.names)
     if differences:
         problems.append(f"after the last step: {differences}")
     assert not problems, f"{a} and {b}, {steps} steps from the same weights, {what}:\n  " + "\n  ".join(problems)
@@ -289,9 +354,31 @@ def test_same_training_dropout_off(deterministic):
     assert_same_training(deterministic, "dropout off")
 
 
+def test_a_restarted_trainer_trains_as_a_new_process(kept_workers, settings, tmp_path):
+    """What KeptWorkers relies on, in both languages: a new process trains 3 steps with the published dropout (its
+    generator, loader and optimizer move on), is sent `start` again, and the new trainer repeats the new process's
+    initial weights, losses and weights after, to the bit."""
+    for impl in IMPLEMENTATIONS:
+        if impl in kept_workers.workers:  # run 1 must be a new process's
+            kept_workers.workers.pop(impl).stop()
+        options = settings.worker_options("cpu", str(tmp_path / f"{impl}.log"), impl=impl) | {"dropout": PUBLISHED_DROPOUT}
+        runs = []
+        for run in ("new process", "restarted"):
+            worker = kept_workers.fresh(impl, options)
+            initial = get_params(worker)
+            losses = np.array(worker.request({"cmd": "train_steps", "steps": 3})["losses"])
+            runs.append((run, initial, losses, get_params(worker)))
+        layout = worker.request({"cmd": "layout"})["layout"]
+        (_, *new), (_, *restarted) = runs
+        assert_bit_identical(layout, new[0], restarted[0], f"{impl}: initial weights", ("new process", "restarted"))
+        assert new[1].tobytes() == restarted[1].tobytes(), (
+            f"{impl}: 3 steps' losses, new process {new[1].tolist()}, restarted {restarted[1].tolist()}")
+        assert_bit_identical(layout, new[2], restarted[2], f"{impl}: weights after 3 steps", ("new process", "restarted"))
+
+
 def test_same_losses_with_dropout(fresh_pair):
-    """The graph that is timed: the published dropout, masks and all. Why it takes 10-43 s here (load 4-6):
-    two fresh workers, so that both generators start at the seed, and STEPS steps in each, one after the other."""
+    """The graph that is timed: the published dropout, masks and all: two fresh trainers, so that both generators
+    start at the seed, and STEPS steps in each, one after the other."""
     assert_same_training(fresh_pair(PUBLISHED_DROPOUT), f"dropout {PUBLISHED_DROPOUT}")
 
 
@@ -341,44 +428,43 @@ EAGER_VARIANTS = [name for name in VARIANTS if registry.get(name).step == "eager
 
 
 @pytest.fixture
-def variant_pair(settings, cpp_library, tmp_path):
+def variant_pair(settings, cpp_library, kept_workers, tmp_path):
     """variant_pair(variant, dropout, workload): the variant and its language's published implementation,
-    fresh workers (the C++ library is built only for a C++ variant)."""
+    fresh trainers in the module's workers."""
     with contextlib.ExitStack() as stack:
         def make(variant: str, dropout: float, workload: Workload = DEFAULT_WORKLOAD) -> Pair:
             reference = registry.language_reference(registry.get(variant)).name
             logs = tmp_path / f"{variant}-{dropout}-{workload.id or 'default'}"
             logs.mkdir()
-            return stack.enter_context(worker_pair(settings, cpp_library, logs, dropout, (reference, variant), workload))
+            return stack.enter_context(worker_pair(settings, cpp_library, logs, dropout, (reference, variant), workload,
+                                                   kept=kept_workers))
         yield make
 
 
 # A variant that keeps its language's loader (python-foreach, python-fused change the optimizer only) gets its
-# batches from the reference's own code: only a variant with another loader has them compared, and a loader is
-# the same code whatever the step does with its batches, so the graph and compiled variants' batched loader is
-# compared with the eager variant that has it (python-batched, cpp-batched).
-OWN_LOADER_VARIANTS = [name for name in EAGER_VARIANTS
-                       if registry.get(name).loader
-                       != registry.language_reference(registry.get(name)).loader]
+# batches from the reference's own code: only another loader has its batches compared. A loader is the same code
+# (phasebench/train/loaders.py, cpp/src/sources.cpp) whatever the step does with its batches, so each (language, loader)
+# is compared once, with the first eager variant in the registry that has it and runs on cpu: the batched loader
+# of python-ddp, python-allreduce, the graph and compiled variants is python-batched's.
+LOADER_VARIANTS: dict[tuple[str, str], str] = {}
+for _name in EAGER_VARIANTS:
+    _variant = registry.get(_name)
+    if _variant.loader != registry.language_reference(_variant).loader and not _variant.absent_reason("cpu"):
+        LOADER_VARIANTS.setdefault((_variant.language, _variant.loader), _name)
 
 
-@pytest.mark.parametrize("variant", OWN_LOADER_VARIANTS)
+@pytest.mark.parametrize("variant", LOADER_VARIANTS.values())
 def test_variant_same_batches(variant_pair, variant):
     """The same batches as its language's published pipeline: images to the bit, labels exact."""
-    registered = registry.get(variant)
-    absent = registered.absent_reason("cpu")
-    if absent:
-        pytest.skip(f"{variant} does not run on cpu ({absent}); its loader, {registered.loader}, is checked with "
-                    f"the variants that do")
-    # A loader is the same code whatever the step does with its batches: a graph or compiled variant's is checked
-    # with the eager variant that has it.
-    same_loader = [name for name in EAGER_VARIANTS if not registry.get(name).absent_reason("cpu")
-                   and (registry.get(name).language, registry.get(name).loader)
-                   == (registered.language, registered.loader)]
-    earlier = same_loader[0] if registered.step != "eager" and same_loader else None
-    if earlier:
-        pytest.skip(f"{variant}'s loader, {registered.loader}, is {earlier}'s: test_variant_same_batches[{earlier}]")
     assert_same_batches(variant_pair(variant, 0.0), tolerance=0.0)
+
+
+def test_every_loader_is_compared():
+    """Every loader a variant uses, but its language's published one, is in LOADER_VARIANTS: a new loader cannot
+    go unchecked."""
+    used = {(impl.language, impl.loader) for impl in registry.REGISTRY}
+    published = {(impl.language, impl.loader) for impl in map(registry.get, IMPLEMENTATIONS)}
+    assert used - published <= set(LOADER_VARIANTS), f"loaders no variant test compares: {used - published - set(LOADER_VARIANTS)}"
 
 
 # python-tensor's loader (ScaledMNIST: per index (image - mean) / std with tensors made once) against the published
@@ -420,17 +506,18 @@ def test_tensor_loader_same_items(settings):
 def test_variant_same_training(variant_pair, variant):
     """From the same weights, the same losses and the same weights after STEPS steps, to the bit, with the
     published dropout: the variant changes how the work is done, not what is computed, masks included. (With
-    dropout off the same steps skip only the masks: a run that matches with them matches without.) Why it takes
-    up to 20 s here (32 s at load 4-6): two fresh workers, torch imported in each, and STEPS steps, the fewest that reach an update
-    with momentum and a log line."""
+    dropout off the same steps skip only the masks: a run that matches with them matches without.) STEPS steps,
+    the fewest that reach an update with momentum and a log line; the reference's come from REFERENCE_TRAINING
+    once it trained so."""
     assert_same_training(variant_pair(variant, PUBLISHED_DROPOUT), f"dropout {PUBLISHED_DROPOUT}")
 
 
 @pytest.mark.parametrize("impls", [IMPLEMENTATIONS, ("python-batched", "cpp-batched")], ids="-vs-".join)
-def test_same_training_on_another_workload(settings, cpp_library, tmp_path, impls):
+def test_same_training_on_another_workload(settings, cpp_library, kept_workers, tmp_path, impls):
     """The workload reaches both languages alike: on a wider Net with batches of 100 (a short last batch), the
     same network, batches and training, to the bit."""
-    with worker_pair(settings, cpp_library, tmp_path, PUBLISHED_DROPOUT, impls, OTHER_WORKLOAD) as pair:
+    with worker_pair(settings, cpp_library, tmp_path, PUBLISHED_DROPOUT, impls, OTHER_WORKLOAD,
+                     kept=kept_workers) as pair:
         layouts = {impl: reply["layout"] for impl, reply in pair.ask_both({"cmd": "layout"}).items()}
         assert layouts[impls[0]] == layouts[impls[1]], f"parameter names or shapes differ: {layouts}"
         assert pair.initial.size == OTHER_WORKLOAD.parameter_count, (
@@ -501,12 +588,12 @@ def train_alone(worker: Worker, options: dict, steps: int = ENSEMBLE_STEPS) -> T
 
 
 @pytest.fixture(scope="module")
-def ensembles(settings, cpp_library, tmp_path_factory) -> tuple[list, dict[str, Trained]]:
+def ensembles(settings, kept_workers, tmp_path_factory) -> tuple[list, dict[str, Trained]]:
     """(the Net's layout, {way: Trained}): models 1..ENSEMBLE_MODELS trained alone, one fresh trainer each
     ("alone"), and as ensembles with dropout off ("python", "python-vmap", "cpp") and with the published dropout
     ("python-dropout", "cpp-dropout"), all from batch 0 of the published workload on cpu.
 
-    One Python worker and one C++ worker, each restarted with a fresh trainer for every run; the batches come
+    The module's Python worker and C++ worker, each restarted with a fresh trainer for every run; the batches come
     from the batched loader, bit-identical to the published ones (test_variant_same_batches) and cheaper: an
     ensemble step's batch is loaded before its clock, so the loader does not change what is compared. Why it
     takes 13-34 s here (load 4-6): every way of training above, each from a fresh trainer, ENSEMBLE_STEPS steps;
@@ -517,23 +604,18 @@ def ensembles(settings, cpp_library, tmp_path_factory) -> tuple[list, dict[str, 
     options = {impl: settings.worker_options("cpu", str(logs / f"{impl}.log"), impl=impl)
                | {"dropout": 0.0, "loader": "batched"} for impl in ("python", "python-vmap", "cpp")}
     runs = {}
-    with contextlib.ExitStack() as stack:
-        workers = {}
-        for impl in ("python", "cpp"):
-            library = cpp_library if impl == "cpp" else None
-            workers[impl] = Worker(impl, "cpu", options[impl], settings.round_timeout, library)
-            stack.callback(workers[impl].stop)
-        workers["python-vmap"] = workers["python"]  # restarted with python-vmap's options
-        layout = workers["python"].request({"cmd": "layout"})["layout"]
-        alone = [train_alone(workers["python"], options["python"] | {"seed": seed})
-                 for seed in range(1, ENSEMBLE_MODELS + 1)]
-        runs["alone"] = Trained(*([member for run in alone for member in getattr(run, field)]
-                                  for field in ("initial", "first", "last")),
-                                np.concatenate([run.losses for run in alone], axis=1))
-        for impl in options:
-            runs[impl] = train_ensemble(workers[impl], options[impl])
-        for impl in ("python", "cpp"):
-            runs[f"{impl}-dropout"] = train_ensemble(workers[impl], options[impl] | {"dropout": PUBLISHED_DROPOUT})
+    workers = {impl: kept_workers.fresh(impl, options[impl]) for impl in ("python", "cpp")}
+    workers["python-vmap"] = workers["python"]  # restarted with python-vmap's options
+    layout = workers["python"].request({"cmd": "layout"})["layout"]
+    alone = [train_alone(workers["python"], options["python"] | {"seed": seed})
+             for seed in range(1, ENSEMBLE_MODELS + 1)]
+    runs["alone"] = Trained(*([member for run in alone for member in getattr(run, field)]
+                              for field in ("initial", "first", "last")),
+                            np.concatenate([run.losses for run in alone], axis=1))
+    for impl in options:
+        runs[impl] = train_ensemble(workers[impl], options[impl])
+    for impl in ("python", "cpp"):
+        runs[f"{impl}-dropout"] = train_ensemble(workers[impl], options[impl] | {"dropout": PUBLISHED_DROPOUT})
     return layout, runs
 
 
@@ -648,15 +730,15 @@ def assert_close_training(pair: Pair, what: str, steps: int = STEPS) -> None:
     every parameter after them within DRIFT_TOLERANCE; the failure names the largest gaps, and the log says how
     close they came (and whether to the bit)."""
     a, b = pair.names
-    losses, layout = train_from_same_weights(pair, steps)
+    losses, weights, layout = train_from_same_weights(pair, steps)
     loss_gaps = np.abs(losses[a] - losses[b])
-    named = {impl: parameters(layout, get_params(worker)) for impl, worker in zip(pair.names, pair.workers)}
+    named = {impl: parameters(layout, weights[impl]) for impl in pair.names}
     param_gaps = {name: float(np.abs(named[a][name] - named[b][name]).max()) for name in named[a]}
     worst = max(param_gaps, key=param_gaps.get)
     print(f"{a} vs {b}, {what}: loss gaps, largest per ten steps "
           f"{[float(f'{gap:.2g}') for gap in loss_gaps.reshape(-1, 10).max(1)] if steps % 10 == 0 else loss_gaps.max()}; "
           f"largest parameter gap {param_gaps[worst]:.3g} ({worst}); bit-identical: "
-          f"{not bit_differences(layout, get_params(pair.first), get_params(pair.second))}")
+          f"{not bit_differences(layout, weights[a], weights[b])}")
     problems = []
     early = loss_gaps[:EARLY_STEPS]
     if not early.max() <= EARLY_TOLERANCE:
