@@ -64,21 +64,51 @@ def start_beside(items, library: str | None) -> None:
 
 @pytest.fixture
 def started_beside(request):
-    """The Future of what this test's beside(start) marker started (tests/beside.py), queued now where it was not
-    (cpp_library's setup queues it for every selected test; start gets None for a library where none can be built)."""
+    """The Future of this test's beside(start) work (tests/beside.py), done now where the lane has not taken it
+    (cpp_library's setup queues the work of every selected test; start gets None for a library where none can be
+    built)."""
     beside = importlib.import_module("tests.beside")
-    if request.node.nodeid not in beside.STARTED:
+    if beside.key(request.node) not in beside.WORK:
         try:
-            library = request.getfixturevalue("cpp_library")  # which starts it, where the library can be built
+            library = request.getfixturevalue("cpp_library")  # which queues it, where the library can be built
         except pytest.skip.Exception:
             library = None
         beside.start([request.node], library)
-    return beside.STARTED.pop(request.node.nodeid)
+    return beside.result_for(request.node)
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "beside(start): start(item, folder, library) starts the test's "
-                                       "work once the C++ library is built (tests/beside.py)")
+    config.addinivalue_line("markers", "beside(start, once=False): start(item, folder, library) starts the test's "
+                                       "work, in a second lane once the C++ library is built (tests/beside.py)")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """The tests marked beside run last, in their order: their work starts in a second lane as soon as the library is
+    built, and by the time the other tests are done most of it is (tests/beside.py)."""
+    marked = [item for item in items if item.get_closest_marker("beside")]
+    if marked:
+        items[:] = [item for item in items if not item.get_closest_marker("beside")] + marked
+
+
+# {node id: the extra_info each benchmark of this session saved}: tests/test_utilization.py reads it instead of
+# running the benchmarks again in a child pytest.
+_SAVED_EXTRA_INFO: dict[str, dict] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    yield
+    benchmark = getattr(item, "funcargs", {}).get("benchmark")
+    if benchmark is not None:
+        _SAVED_EXTRA_INFO[item.nodeid] = dict(benchmark.extra_info)
+
+
+@pytest.fixture(scope="session")
+def saved_extra_info() -> dict[str, dict]:
+    """{node id: extra_info} of the benchmarks this session ran so far, as pytest-benchmark's fixture held it when
+    the test's call ended."""
+    return _SAVED_EXTRA_INFO
 
 
 def pytest_sessionfinish(session):

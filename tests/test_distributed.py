@@ -193,16 +193,27 @@ def test_options_make_distributed_cases_only_when_asked():
 
 
 
-def test_torchrun_two_agents(settings, cpp_library, tmp_path):
+def torchrun_two_agents(item, folder, library):
+    """test_torchrun_two_agents's launch, a piece of work for the lane beside the tests (tests/beside.py)."""
+    from phasebench.worker import torchrun
+
+    def launch() -> dict:
+        options = item.config.phasebench.worker_options("cpu", str(folder / "progress.log"), impl="cpp-allreduce")
+        return torchrun.launch("cpp-allreduce", options | {"threads": 1}, STEPS, folder / "ranks", library,
+                               timeout_s=180, dist_timeout_s=TIMEOUT_S)
+
+    return launch
+
+
+@pytest.mark.beside.with_args(torchrun_two_agents)
+def test_torchrun_two_agents(started_beside):
     """Two torchrun agents (--nnodes 2, c10d rendezvous, --max-restarts 0), in two network namespaces where the machine
     allows, each starting one cpp-allreduce rank: under the agent's store rank 0 is a store client too, and the C++
     library, which takes the group from c10d's registry, trains as in the suite's worlds: both ranks end with the same
     parameters."""
     from phasebench.worker import torchrun
 
-    options = settings.worker_options("cpu", str(tmp_path / "progress.log"), impl="cpp-allreduce") | {"threads": 1}
-    result = torchrun.launch("cpp-allreduce", options, STEPS, tmp_path / "ranks", cpp_library, timeout_s=180,
-                             dist_timeout_s=TIMEOUT_S)
+    result = started_beside.result(timeout=600)
     ranks = result["ranks"]
     assert [rank["rank"] for rank in ranks] == [0, 1], result
     assert ranks[0]["params_sha256"] == ranks[1]["params_sha256"], "the ranks ended with different parameters"
@@ -237,23 +248,34 @@ def test_the_report_tables_the_data_parallel_cases_apart():
     assert titles == ["phasebench: beyond one machine on cpu"]
 
 
-def test_a_killed_rank_fails_its_own_case_and_nothing_else_is_lost(pytestconfig, cpp_library, tmp_path):
+def killed_rank_run(item, folder, library):
+    """test_a_killed_rank_fails_its_own_case_and_nothing_else_is_lost's child suite, a piece of work for the lane
+    beside the tests (tests/beside.py): (the run, its seconds, its folder)."""
+    from tests.test_faults import _data_options, run_suite
+
+    def run() -> tuple:
+        started = time.monotonic()
+        run = run_suite(
+            "bench/test_distributed.py", "--world-size", "2", "--impl", "python-allreduce", "--device", "cpu",
+            "-k", "test_dist_phase and (grad_sync or param_update)", "--rounds", "2", "--warmup-rounds", "0",
+            "--benchmark-json", str(folder / "results.json"), "--benchmark-autosave",
+            "--benchmark-storage", f"file://{folder / 'storage'}", "--junitxml", str(folder / "junit.xml"),
+            *_data_options(item.config), env={"PHASEBENCH_TEST_FAULT": "python-allreduce@1/grad_sync:kill"})
+        return run, time.monotonic() - started, folder
+
+    return run
+
+
+@pytest.mark.beside.with_args(killed_rank_run)
+def test_a_killed_rank_fails_its_own_case_and_nothing_else_is_lost(started_beside):
     """A suite run of world size 2 where rank 1 is killed in grad_sync: that case fails at once with a message that
     names rank 1 first, the next case (param_update) passes on a fresh world, and its results are saved (json and
     autosave). One child pytest, because the fault knob acts in the workers of a real suite run, which no in-process
-    world can show; python-allreduce alone, two worlds of 2 (about 30 s here under load, most of it the four workers'
-    start)."""
-    from tests.test_faults import _autosaved, _data_options, _saved, junit_outcomes, run_suite
+    world can show; python-allreduce alone, two worlds of 2 (about 15 s here, most of it the four workers' start;
+    beside the other tests, tests/beside.py)."""
+    from tests.test_faults import _autosaved, _saved, junit_outcomes
 
-    out = tmp_path
-    started = time.monotonic()
-    run = run_suite(
-        "bench/test_distributed.py", "--world-size", "2", "--impl", "python-allreduce", "--device", "cpu",
-        "-k", "test_dist_phase and (grad_sync or param_update)", "--rounds", "2", "--warmup-rounds", "0",
-        "--benchmark-json", str(out / "results.json"), "--benchmark-autosave",
-        "--benchmark-storage", f"file://{out / 'storage'}", "--junitxml", str(out / "junit.xml"),
-        *_data_options(pytestconfig), env={"PHASEBENCH_TEST_FAULT": "python-allreduce@1/grad_sync:kill"})
-    elapsed = time.monotonic() - started
+    run, elapsed, out = started_beside.result(timeout=600)
     outcomes = junit_outcomes(out / "junit.xml")
     name = "test_dist_phase[{}-python-allreduce-cpu-world2]"
     verdict, message = outcomes[name.format("grad_sync")]

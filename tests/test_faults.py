@@ -49,14 +49,18 @@ def child_process(command: list[str], env: dict | None = None, **popen):
     """`command` in a process group of its own, killed on the way out with anything it left behind."""
     # SIGINT back to its default: a run started in the background by a non-interactive shell (as CI may
     # be) inherits it ignored, and a child that ignores Ctrl-C cannot show what Ctrl-C does.
+    from tests import beside
+
     child = subprocess.Popen(command, cwd=ROOT, env=os.environ | (env or {}), start_new_session=True,
                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **popen)
+    beside.GROUPS.add(child.pid)  # killed at the session's end, where the lane still runs it
     try:
         yield child
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(child.pid, signal.SIGKILL)
         child.wait()
+        beside.GROUPS.discard(child.pid)
 
 
 def _data_options(config) -> list[str]:
@@ -180,19 +184,29 @@ def test_a_sanitizer_report_is_reported_in_full(new_worker, tmp_path):
 FAULTY_CASES = ["forward", "loss", "backward", "param_update"]  # run in this order
 
 
-@pytest.fixture(scope="module")
-def faulty_run(pytestconfig, cpp_library, tmp_path_factory):
-    """One child suite run of four phases of the cpp worker, on cpu and on cuda (hidden from it), where
-    loss segfaults and backward hangs. Returns (outcomes by case, the run, its folder)."""
-    out = tmp_path_factory.mktemp("faulty-run")
-    run = run_suite(
-        "bench/test_phases.py", "-k", " or ".join(FAULTY_CASES), "--impl", "cpp", "--device", "cpu,cuda",
-        "--rounds", "2", "--warmup-rounds", "0", "--round-timeout", str(ROUND_TIMEOUT_S),
-        "--benchmark-json", str(out / "results.json"), "--benchmark-autosave",
-        "--benchmark-storage", f"file://{out / 'storage'}", "--junitxml", str(out / "junit.xml"),
-        *_data_options(pytestconfig),
-        env={"PHASEBENCH_TEST_FAULT": "cpp/loss:segfault,cpp/backward:hang", "CUDA_VISIBLE_DEVICES": ""})
-    return junit_outcomes(out / "junit.xml"), run, out
+def faulty_suite_run(item, folder, library):
+    """One child suite run of four phases of the cpp worker, on cpu and on cuda (hidden from it), where loss
+    segfaults and backward hangs: (outcomes by case, the run, its folder). The tests below share it (once=True), a
+    piece of work for the lane beside the tests (tests/beside.py): mostly waiting, on the hang's round timeout."""
+    def run() -> tuple:
+        run = run_suite(
+            "bench/test_phases.py", "-k", " or ".join(FAULTY_CASES), "--impl", "cpp", "--device", "cpu,cuda",
+            "--rounds", "2", "--warmup-rounds", "0", "--round-timeout", str(ROUND_TIMEOUT_S),
+            "--benchmark-json", str(folder / "results.json"), "--benchmark-autosave",
+            "--benchmark-storage", f"file://{folder / 'storage'}", "--junitxml", str(folder / "junit.xml"),
+            *_data_options(item.config),
+            env={"PHASEBENCH_TEST_FAULT": "cpp/loss:segfault,cpp/backward:hang", "CUDA_VISIBLE_DEVICES": ""})
+        return junit_outcomes(folder / "junit.xml"), run, folder
+
+    return run
+
+
+faulty = pytest.mark.beside.with_args(faulty_suite_run, once=True)
+
+
+@pytest.fixture
+def faulty_run(started_beside):
+    return started_beside.result(timeout=600)
 
 
 def junit_outcomes(path: Path) -> dict[str, tuple[str, str]]:
@@ -204,12 +218,14 @@ def junit_outcomes(path: Path) -> dict[str, tuple[str, str]]:
     return outcomes
 
 
+@faulty
 def test_a_crashing_case_fails_with_the_signal(faulty_run):
     outcomes, run, _ = faulty_run
     verdict, message = outcomes["test_phase[loss-cpp-cpu]"]
     assert verdict == "failure" and "cpp worker on cpu died with signal SIGSEGV during 'loss'" in message, run.stdout
 
 
+@faulty
 def test_a_hanging_case_fails_at_the_round_timeout(faulty_run):
     outcomes, run, _ = faulty_run
     verdict, message = outcomes["test_phase[backward-cpp-cpu]"]
@@ -217,6 +233,7 @@ def test_a_hanging_case_fails_at_the_round_timeout(faulty_run):
     assert verdict == "failure" and expected in message, run.stdout
 
 
+@faulty
 def test_the_other_cases_pass_on_fresh_workers(faulty_run):
     outcomes, run, _ = faulty_run
     for phase in ("forward", "param_update"):  # param_update runs after two workers died
@@ -224,6 +241,7 @@ def test_the_other_cases_pass_on_fresh_workers(faulty_run):
     assert run.returncode == pytest.ExitCode.TESTS_FAILED
 
 
+@faulty
 def test_the_results_of_the_cases_that_ran_are_saved(faulty_run):
     _, run, out = faulty_run
     expected = {"test_phase[forward-cpp-cpu]": 2, "test_phase[param_update-cpp-cpu]": 2}
@@ -231,6 +249,7 @@ def test_the_results_of_the_cases_that_ran_are_saved(faulty_run):
     assert _saved(_autosaved(out / "storage")) == expected
 
 
+@faulty
 def test_cuda_without_a_gpu_skips_with_the_reason(faulty_run):
     outcomes, run, _ = faulty_run
     for phase in FAULTY_CASES:

@@ -28,39 +28,84 @@ SLOW = "python/loss:20ms"
 GATES = ("--benchmark-compare=0001", "--benchmark-compare-fail=median:400%", "--phase-ratio-fail=400%")
 
 
-def run_suite(pytestconfig, storage: Path, *options: str, slow: str | None = None) -> subprocess.CompletedProcess:
-    """The loss phase on cpu in both implementations, a few rounds, results in `storage`."""
-    env = {name: value for name, value in os.environ.items() if name != gate_options.SLOW_PHASE_ENV}
-    if slow:
-        env[gate_options.SLOW_PHASE_ENV] = slow
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "-k", "test_phase and loss",
-               "--device", "cpu", "--rounds", "5", "--warmup-rounds", "1",
-               f"--mnist-root={os.path.abspath(pytestconfig.getoption('mnist_root'))}",
-               f"--dataset={pytestconfig.getoption('dataset')}", f"--benchmark-storage={storage}", *options]
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    result.output = result.stdout + result.stderr
+def run_suite(pytestconfig, storage: Path, *options: str, slow: str | None = None,
+              env: dict | None = None) -> subprocess.CompletedProcess:
+    """The loss phase on cpu in both implementations, a few rounds, results in `storage`; env: more variables."""
+    result = suite_run(pytestconfig.getoption, storage, *options, slow=slow, env=env)
     assert "Traceback" not in result.output, result.output
     return result
 
 
-@pytest.fixture(scope="module")
-def baseline(pytestconfig, tmp_path_factory) -> Path:
-    storage = tmp_path_factory.mktemp("benchmarks")
-    # The histogram rides along: --benchmark-histogram works (pytest-benchmark[histogram], requirements.txt).
-    saved = run_suite(pytestconfig, storage, "--benchmark-save=base", f"--benchmark-histogram={storage / 'histogram'}")
-    assert saved.returncode == 0, saved.output
-    return storage
+def suite_run(option, storage: Path, *options: str, slow: str | None = None,
+              env: dict | None = None) -> subprocess.CompletedProcess:
+    """run_suite's child pytest, unchecked; option: the getoption of the run whose data it uses."""
+    from tests.test_faults import child_process
+
+    env = {name: value for name, value in os.environ.items() if name != gate_options.SLOW_PHASE_ENV} | (env or {})
+    if slow:
+        env[gate_options.SLOW_PHASE_ENV] = slow
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "-k", "test_phase and loss",
+               "--device", "cpu", "--rounds", "5", "--warmup-rounds", "1",
+               f"--mnist-root={os.path.abspath(option('mnist_root'))}",
+               f"--dataset={option('dataset')}", f"--benchmark-storage={storage}", *options]
+    with child_process(command, env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+        stdout, stderr = child.communicate(timeout=600)
+    result = subprocess.CompletedProcess(command, child.returncode, stdout, stderr)
+    result.output = stdout + stderr
+    return result
+
+
+def gated_runs(item, folder, library):
+    """The runs the gate's tests below check, one after the other, a piece of work they share (once=True) for the
+    lane beside the tests (tests/beside.py): a baseline saved in folder (with its histogram), then, gated against
+    it, a run with python's loss slowed, one unchanged, and one in which nothing runs. {name: the run} and the
+    folder; each test checks its own run, so a Traceback fails only the tests that read that run."""
+    def run() -> dict:
+        option = item.config.getoption
+        runs = {"baseline": suite_run(option, folder, "--benchmark-save=base",
+                                      f"--benchmark-histogram={folder / 'histogram'}")}
+        if runs["baseline"].returncode == 0:
+            runs["slowed"] = suite_run(option, folder, *GATES, f"--benchmark-json={folder / 'slowed.json'}", slow=SLOW)
+            runs["unchanged"] = suite_run(option, folder, *GATES)
+            # A GPU runner that lost its GPU, with the default devices.
+            runs["nothing"] = suite_run(option, folder, *GATES, "-k", "test_phase and loss and cuda",
+                                        "--device=cpu,cuda", f"--benchmark-json={folder / 'out.json'}",
+                                        env={"CUDA_VISIBLE_DEVICES": ""})
+        return {"folder": folder, **runs}
+
+    return run
+
+
+gated = pytest.mark.beside.with_args(gated_runs, once=True)
+
+
+@pytest.fixture
+def gate_run(started_beside):
+    """gate_run(name): that run of gated_runs, checked to have no Traceback, and to follow a saved baseline."""
+    runs = started_beside.result(timeout=1800)
+
+    def get(name: str) -> subprocess.CompletedProcess:
+        assert "Traceback" not in runs["baseline"].output and runs["baseline"].returncode == 0, runs["baseline"].output
+        assert "Traceback" not in runs[name].output, runs[name].output
+        return runs[name]
+
+    get.folder = runs["folder"]
+    return get
 
 
 @pytest.mark.needs_data
-def test_histogram_is_written(baseline):
-    svg = (baseline / "histogram-loss.svg").read_text()
+@gated
+def test_histogram_is_written(gate_run):
+    """--benchmark-histogram works (pytest-benchmark[histogram], requirements.txt), beside the baseline's save."""
+    gate_run("baseline")
+    svg = (gate_run.folder / "histogram-loss.svg").read_text()
     assert svg.startswith("<?xml") and "test_phase[loss-python-cpu]" in svg and "test_phase[loss-cpp-cpu]" in svg
 
 
 @pytest.mark.needs_data
-def test_slowed_phase_fails_both_gates(pytestconfig, baseline, tmp_path):
-    result = run_suite(pytestconfig, baseline, *GATES, f"--benchmark-json={tmp_path / 'slowed.json'}", slow=SLOW)
+@gated
+def test_slowed_phase_fails_both_gates(gate_run):
+    result = gate_run("slowed")
     assert result.returncode == 1, result.output
     assert "Performance has regressed" in result.output
     assert "test_phase[loss-python-cpu] (0001_base) - Field 'median' has failed" in result.output
@@ -74,13 +119,14 @@ def test_slowed_phase_fails_both_gates(pytestconfig, baseline, tmp_path):
     # The knob shows in the header and the comparison, and stays in the saved result.
     assert f"TEST KNOB {gate_options.SLOW_PHASE_ENV}={SLOW}" in result.output
     assert any("machine_info" in line and SLOW in line for line in result.output.splitlines()), result.output
-    saved = json.loads((tmp_path / "slowed.json").read_text())
+    saved = json.loads((gate_run.folder / "slowed.json").read_text())
     assert saved["machine_info"]["phasebench"]["test_slow_phase"] == SLOW
 
 
 @pytest.mark.needs_data
-def test_unchanged_run_passes_both_gates(pytestconfig, baseline):
-    result = run_suite(pytestconfig, baseline, *GATES)
+@gated
+def test_unchanged_run_passes_both_gates(gate_run):
+    result = gate_run("unchanged")
     assert result.returncode == 0, result.output
     assert "Comparing against benchmarks from" in result.output
     assert "Performance has regressed" not in result.output
@@ -97,17 +143,16 @@ def test_unchanged_run_passes_both_gates(pytestconfig, baseline):
 
 
 @pytest.mark.needs_data
-def test_a_gated_run_in_which_nothing_ran_fails(pytestconfig, baseline, tmp_path, monkeypatch):
+@gated
+def test_a_gated_run_in_which_nothing_ran_fails(gate_run):
     """A GPU runner that lost its GPU, with the default devices: every cuda case skips with its reason, and the gate
     fails instead of passing green; --benchmark-json says why it wrote nothing."""
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    result = run_suite(pytestconfig, baseline, *GATES, "-k", "test_phase and loss and cuda", "--device=cpu,cuda",
-                       f"--benchmark-json={tmp_path / 'out.json'}")
+    result = gate_run("nothing")
+    out = gate_run.folder / "out.json"
     assert result.returncode == 1, result.output
     assert "nothing compared: no benchmark ran, so none was compared with " in result.output
-    assert f"phasebench: --benchmark-json={tmp_path / 'out.json'}: nothing written: no benchmark ran (2 skipped)" \
-        in result.output
-    assert not (tmp_path / "out.json").exists()
+    assert f"phasebench: --benchmark-json={out}: nothing written: no benchmark ran (2 skipped)" in result.output
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("content, compare, problem", [

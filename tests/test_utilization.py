@@ -472,15 +472,30 @@ def pytest_runtest_call(item):
 """
 
 
-def test_every_benchmark_records_the_worker_cpu(pytestconfig, tmp_path):
-    """Each benchmark of the suite, once on cpu (python; 2 concurrent jobs), as the test command runs it: each saves
-    the CPU of the worker(s) it measured, never null (test_concurrent_jobs and test_loss_item saved null), and
-    no gpu object on cpu. Why a child suite (about 15 s here, 24 s at load 4-6): extra_info is written by pytest-benchmark's own
-    fixture around the real cases, so only running them shows what they save."""
+def test_every_benchmark_records_the_worker_cpu(pytestconfig, saved_extra_info, tmp_path):
+    """Each benchmark of the suite on cpu, as the test command runs it: each saves the CPU of the worker(s) it
+    measured, never null (test_concurrent_jobs and test_loss_item saved null), and no gpu object on cpu. What
+    pytest-benchmark's own fixture held after the real cases: those of this session where it ran every benchmark
+    function on cpu with 2 concurrent jobs (the test command), else a child suite (python; about 15 s here)."""
+    plain = {name: arguments for name, arguments in benchmark_tests().items() if "world_size" not in arguments}
+    functions = {name.split("::")[1] for name in plain}
+    ran_here = {nodeid.split("::")[-1]: info for nodeid, info in saved_extra_info.items() if "-cpu" in nodeid}
+    if {name.split("[")[0] for name in ran_here} >= functions and "test_concurrent_jobs[python-cpu-2]" in ran_here:
+        saved = ran_here
+    else:
+        saved = _child_suite_extra_info(pytestconfig, tmp_path, plain)
+    assert {name.split("[")[0] for name in saved} == functions, sorted(saved)
+    nulls = [name for name, entry in saved.items() if not isinstance(entry.get("cpu"), dict) or entry.get("gpu") is not None]
+    assert not nulls, {name: saved[name] for name in nulls}
+    assert len(saved["test_concurrent_jobs[python-cpu-2]"]["cpu"]["processes"]) == 2
+
+
+def _child_suite_extra_info(pytestconfig, tmp_path, plain: dict) -> dict[str, dict]:
+    """{test: its extra_info's cpu and gpu} of every plain benchmark function run once on cpu (python; 2 concurrent
+    jobs) in a child pytest."""
     (tmp_path / "phasebench_extra_info.py").write_text(EXTRA_INFO_PLUGIN)
     recorded = tmp_path / "extra_info.jsonl"
     # bench/test_distributed.py is collected only under --world-size (docs/distributed.md): not in this run.
-    plain = {name: arguments for name, arguments in benchmark_tests().items() if "world_size" not in arguments}
     run = run_suite(*sorted({f"bench/{name.split('::')[0]}" for name in plain}),
                     "-k", "not test_phase or data_loading", "--impl", "python", "--device", "cpu", "--jobs", "2",
                     "--models", "2", "--rounds", "2", "--warmup-rounds", "0", "--run-rounds", "1",
@@ -489,12 +504,7 @@ def test_every_benchmark_records_the_worker_cpu(pytestconfig, tmp_path):
                          "PYTHONPATH": os.pathsep.join(filter(None, (str(tmp_path), os.environ.get("PYTHONPATH"))))},
                     timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    saved = {entry["test"].split("::")[-1]: entry for entry in map(json.loads, recorded.read_text().splitlines())}
-    functions = {name.split("[")[0] for name in saved}
-    assert functions == {name.split("::")[1] for name in plain}, sorted(saved)
-    nulls = [name for name, entry in saved.items() if not isinstance(entry["cpu"], dict) or entry["gpu"] is not None]
-    assert not nulls, {name: saved[name] for name in nulls}
-    assert len(saved["test_concurrent_jobs[python-cpu-2]"]["cpu"]["processes"]) == 2
+    return {entry["test"].split("::")[-1]: entry for entry in map(json.loads, recorded.read_text().splitlines())}
 
 
 def test_what_other_processes_used_meanwhile_is_recorded():
