@@ -101,9 +101,9 @@ class Pair:
 class KeptWorkers:
     """cpu workers kept for the module, one per implementation, that each pair gets with a fresh trainer: the
     worker is sent `start` again, which closes its trainer and builds a new one from the seed, as a new process
-    would (test_ensemble_members_start_from_their_seeds checks it: the ensembles fixture restarts its workers for
-    every run). A pair then costs a trainer's build, not a process's start: a Python worker imports torch and
-    torchvision in about 3 s of cpu here, and the variant tests alone started 36 workers before.
+    would (test_a_restarted_trainer_trains_as_a_new_process checks it). A pair then costs a trainer's build, not a
+    process's start: a Python worker imports torch and torchvision in about 3 s of cpu here, and the variant tests
+    alone started 36 workers before (this module took 156 s alone, now about 100 s).
 
     A worker that died or refused is replaced by a new process on next use."""
 
@@ -286,8 +286,8 @@ def reference_batches(pair: Pair, workload: Workload, index: int) -> dict[str, d
 def assert_same_batches(pair: Pair, workload: Workload = DEFAULT_WORKLOAD, tolerance: float = IMAGE_TOLERANCE,
                         walk: bool = True) -> None:
     """The same number of batches per epoch; the first, middle and last batch (the first alone without `walk`: the
-    others cost a walk through the epoch's loader, about 6 s of cpu in Python's published pipeline): labels exact,
-    images within `tolerance` (0: to the bit)."""
+    others cost a walk through the epoch's loader, every image through the published pipeline's transforms in
+    Python): labels exact, images within `tolerance` (0: to the bit)."""
     a, b = pair.names
     counts = pair.ask_both({"cmd": "epoch_batches"})
     assert {impl: reply["count"] for impl, reply in counts.items()} == {impl: workload.steps_per_epoch for impl in pair.names}
