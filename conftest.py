@@ -47,6 +47,10 @@ def cpp_library(pytestconfig, request) -> str:
         with capture.global_and_fixture_disabled():
             pytestconfig.get_terminal_writer().line(line)
 
+    early = _EARLY_BUILD.get("thread")
+    if early is not None and early.is_alive():
+        announce("phasebench: waiting for the C++ library's build, started when collection ended "
+                 "(once per source and toolchain; about a minute on 2 cores) ...")
     try:
         library = str(build.library_path(announce=announce))
     except build.BuildUnavailable as error:
@@ -55,11 +59,44 @@ def cpp_library(pytestconfig, request) -> str:
     return library
 
 
-def start_beside(items, library: str | None) -> None:
-    """The work of the selected tests marked beside (tests/beside.py), started now. Only where such a test is
-    selected is tests/ imported: a tree without it (bench/ alone) runs with this conftest too."""
+def nothing_timed(session) -> bool:
+    """Whether this run times nothing: benchmarks disabled (the test command), or none selected. Only then does work
+    run beside the tests: beside a timed case it would be inside its clock."""
+    return session.config.getoption("benchmark_disable") or not any(
+        "benchmark" in getattr(item, "fixturenames", ()) for item in session.items)
+
+
+# The library's build started when collection ended, where the run times nothing (pytest_collection_finish).
+_EARLY_BUILD: dict = {}
+
+
+def pytest_collection_finish(session):
+    """Where nothing is timed, the C++ library's build starts as soon as collection ends, beside the first tests (a
+    fresh clone's first minute: the first bench cases are Python's), and the lane beside the tests starts the work that
+    needs no library (tests/beside.py). cpp_library waits for the build and raises its failure."""
+    if session.config.option.collectonly or not session.items or not nothing_timed(session):
+        return
+    build_plain_program_beside(session.items)
+    if any("cpp_library" in getattr(item, "fixturenames", ()) for item in session.items):
+        def quietly() -> None:
+            try:
+                build.library_path()
+            except Exception:  # noqa: BLE001  (the fixture's own call raises it)
+                pass
+
+        _EARLY_BUILD["thread"] = threading.Thread(target=quietly, name="phasebench-build", daemon=True)
+        _EARLY_BUILD["thread"].start()
+    start_beside(session.items, None, library_needed=False)
+
+
+def start_beside(items, library: str | None, library_needed: bool = True) -> None:
+    """The work of the selected tests marked beside (tests/beside.py), queued now (library_needed=False: the work
+    whose marker says library=False); the lane runs it where nothing is timed, else each test does its own. Only where
+    such a test is selected is tests/ imported: a tree without it (bench/ alone) runs with this conftest too."""
     if any(item.get_closest_marker("beside") for item in items):
-        importlib.import_module("tests.beside").start(items, library)
+        session = items[0].session
+        importlib.import_module("tests.beside").start(items, library, lane=nothing_timed(session),
+                                                      library_needed=library_needed)
 
 
 @pytest.fixture
@@ -73,13 +110,14 @@ def started_beside(request):
             library = request.getfixturevalue("cpp_library")  # which queues it, where the library can be built
         except pytest.skip.Exception:
             library = None
-        beside.start([request.node], library)
+        beside.start([request.node], library, lane=False)
     return beside.result_for(request.node)
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "beside(start, once=False): start(item, folder, library) starts the test's "
-                                       "work, in a second lane once the C++ library is built (tests/beside.py)")
+    config.addinivalue_line("markers", "beside(start, once=False, library=True): start(item, folder, library) "
+                                       "starts the test's work, in a second lane once the C++ library is built "
+                                       "(tests/beside.py)")
 
 
 @pytest.hookimpl(trylast=True)
@@ -116,6 +154,9 @@ def pytest_sessionfinish(session):
         sys.modules["tests.beside"].stop_all()
 
 
+_PLAIN_BUILD: list[threading.Thread] = []  # started once, at collection's end or with the library's build
+
+
 def build_plain_program_beside(items) -> None:
     """Where a test of this run asks for the plain C++ program (cpp_plain_program), start building it now, beside
     the library: the library is one compiler (cpp/Makefile), and this machine has a second core. The fixture takes
@@ -126,8 +167,9 @@ def build_plain_program_beside(items) -> None:
         except Exception:  # noqa: BLE001  (the fixture's own call raises it)
             pass
 
-    if any("cpp_plain_program" in getattr(item, "fixturenames", ()) for item in items):
-        threading.Thread(target=quietly, name="phasebench-plain-build", daemon=True).start()
+    if any("cpp_plain_program" in getattr(item, "fixturenames", ()) for item in items) and not _PLAIN_BUILD:
+        _PLAIN_BUILD.append(threading.Thread(target=quietly, name="phasebench-plain-build", daemon=True))
+        _PLAIN_BUILD[0].start()
 
 
 @pytest.fixture(scope="session")
