@@ -37,7 +37,6 @@ def settings(pytestconfig):
 def cpp_library(pytestconfig, request) -> str:
     """The built C++ library; the cpp cases skip when no C++ toolchain is installed. A build says so on the
     terminal while it runs, not only after."""
-    build_plain_program_beside(request.session.items)
     capture = pytestconfig.pluginmanager.getplugin("capturemanager")
 
     def announce(line: str) -> None:
@@ -55,6 +54,7 @@ def cpp_library(pytestconfig, request) -> str:
         library = str(build.library_path(announce=announce))
     except build.BuildUnavailable as error:
         pytest.skip(str(error))
+    build_plain_program_beside(request.session.items)  # after the library's: the tests wait on that one
     start_beside(request.session.items, library)
     return library
 
@@ -72,11 +72,10 @@ _EARLY_BUILD: dict = {}
 
 def pytest_collection_finish(session):
     """Where nothing is timed, the C++ library's build starts as soon as collection ends, beside the first tests (a
-    fresh clone's first minute: the first bench cases are Python's), and the lane beside the tests starts the work that
-    needs no library (tests/beside.py). cpp_library waits for the build and raises its failure."""
+    fresh clone's first minute: the first bench cases are Python's). cpp_library waits for it and raises its
+    failure."""
     if session.config.option.collectonly or not session.items or not nothing_timed(session):
         return
-    build_plain_program_beside(session.items)
     if any("cpp_library" in getattr(item, "fixturenames", ()) for item in session.items):
         def quietly() -> None:
             try:
@@ -86,17 +85,14 @@ def pytest_collection_finish(session):
 
         _EARLY_BUILD["thread"] = threading.Thread(target=quietly, name="phasebench-build", daemon=True)
         _EARLY_BUILD["thread"].start()
-    start_beside(session.items, None, library_needed=False)
 
 
-def start_beside(items, library: str | None, library_needed: bool = True) -> None:
-    """The work of the selected tests marked beside (tests/beside.py), queued now (library_needed=False: the work
-    whose marker says library=False); the lane runs it where nothing is timed, else each test does its own. Only where
-    such a test is selected is tests/ imported: a tree without it (bench/ alone) runs with this conftest too."""
+def start_beside(items, library: str | None) -> None:
+    """The work of the selected tests marked beside (tests/beside.py), queued now; the lane runs it where nothing is
+    timed, else each test does its own. Only where such a test is selected is tests/ imported: a tree without it
+    (bench/ alone) runs with this conftest too."""
     if any(item.get_closest_marker("beside") for item in items):
-        session = items[0].session
-        importlib.import_module("tests.beside").start(items, library, lane=nothing_timed(session),
-                                                      library_needed=library_needed)
+        importlib.import_module("tests.beside").start(items, library, lane=nothing_timed(items[0].session))
 
 
 @pytest.fixture
@@ -115,9 +111,8 @@ def started_beside(request):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "beside(start, once=False, library=True): start(item, folder, library) "
-                                       "starts the test's work, in a second lane once the C++ library is built "
-                                       "(tests/beside.py)")
+    config.addinivalue_line("markers", "beside(start, once=False): start(item, folder, library) starts the test's "
+                                       "work, in a second lane once the C++ library is built (tests/beside.py)")
 
 
 @pytest.hookimpl(trylast=True)

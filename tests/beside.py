@@ -4,8 +4,7 @@ tests kept this machine's two cores about 1.4 busy, and its slowest checks are s
 (docs/options.md#the-test-command).
 
 conftest.py runs the marked tests last, in their order. Their work is queued in that order as soon as the library is
-built (as soon as collection ends for the work whose marker says library=False), and one lane thread takes it from
-the near end, while the other tests run; by the time the tests reach the marked ones most of their work is done.
+built, and one lane thread takes it from the near end, while the other tests run; by the time the tests reach the marked ones most of their work is done.
 Only where the run times nothing (the test command, conftest.py's nothing_timed): beside a timed case the work
 would be inside its clock, so there each test does its own. A marked test whose work the lane has not taken does it itself; one
 whose work the lane is doing meanwhile does the work at the far end of the queue, then awaits its own. (One lane,
@@ -65,18 +64,16 @@ class Lane:
         self.running: list[dict] = []  # the processes being waited on now, killed if the session ends first
         self.thread: threading.Thread | None = None
 
-    def start(self, items, library: str | None, lane: bool = True, library_needed: bool = True) -> None:
+    def start(self, items, library: str | None, lane: bool = True) -> None:
         """Queue the work of every item marked beside that is not queued yet, in the items' order, and start the
-        lane where `lane` says so (else each test does its own work). library_needed=False: only the work whose
-        marker says library=False, queued before the library is built."""
+        lane where `lane` says so (else each test does its own work)."""
         with self.changed:
             for item in items:
                 name = key(item)
-                marker = item.get_closest_marker("beside")
-                if name is None or name in self.work or not (library_needed or not marker.kwargs.get("library", True)):
+                if name is None or name in self.work:
                     continue
                 folder = Path(tempfile.mkdtemp(prefix="phasebench-beside-"))
-                self.work[name] = Work(marker.args[0], item, folder, library)
+                self.work[name] = Work(item.get_closest_marker("beside").args[0], item, folder, library)
                 self.queued.append(self.work[name])
             if self.thread is None and lane:
                 self.thread = threading.Thread(target=self._run, name="phasebench-beside", daemon=True)

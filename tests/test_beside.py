@@ -87,15 +87,6 @@ def test_tests_marked_once_share_one_work_and_its_failure(lane):
     assert calls == ["a"]  # started once, for the first test it was queued for
 
 
-def test_before_the_library_only_the_work_that_needs_none_is_queued(lane):
-    done = []
-    items = [Item("cpp", recorder(done)), Item("python", recorder(done), library=False)]
-    lane.start(items, None, lane=False, library_needed=False)
-    assert list(lane.work) == ["python"]
-    lane.start(items, "lib", lane=False)
-    assert [work.library for work in lane.work.values()] == [None, "lib"]
-
-
 def test_work_goes_beside_only_where_nothing_is_timed():
     def session(disabled: bool, *fixtures: tuple[str, ...]):
         config = types.SimpleNamespace(getoption=lambda name: disabled if name == "benchmark_disable" else None)

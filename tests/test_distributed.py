@@ -266,7 +266,7 @@ def killed_rank_run(item, folder, library):
     return run
 
 
-@pytest.mark.beside.with_args(killed_rank_run, library=False)  # python-allreduce alone
+@pytest.mark.beside.with_args(killed_rank_run)
 def test_a_killed_rank_fails_its_own_case_and_nothing_else_is_lost(started_beside):
     """A suite run of world size 2 where rank 1 is killed in grad_sync: that case fails at once with a message that
     names rank 1 first, the next case (param_update) passes on a fresh world, and its results are saved (json and

@@ -788,7 +788,7 @@ def compiled_training(item, folder, library):
 
 @pytest.mark.parametrize("variant", COMPILED)
 @pytest.mark.parametrize("dropout", [PUBLISHED_DROPOUT, 0.0], ids=["dropout-on", "dropout-off"])
-@pytest.mark.beside.with_args(compiled_training, library=False)  # Python alone
+@pytest.mark.beside.with_args(compiled_training)
 def test_compiled_same_training(started_beside, variant, dropout):
     """The compiled model trains as eager Python, within the rounding of the kernels inductor fuses (above). With
     torch._inductor.config.fallback_random the compiled code draws eager's dropout masks, so the published
