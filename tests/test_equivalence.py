@@ -103,7 +103,7 @@ class KeptWorkers:
     worker is sent `start` again, which closes its trainer and builds a new one from the seed, as a new process
     would (test_a_restarted_trainer_trains_as_a_new_process checks it). A pair then costs a trainer's build, not a
     process's start: a Python worker imports torch and torchvision in about 3 s of cpu here, and the variant tests
-    alone started 36 workers before (this module took 156 s alone, now about 100 s).
+    alone started 36 workers before (docs/options.md#the-test-command).
 
     A worker that died or refused is replaced by a new process on next use."""
 
