@@ -7,6 +7,8 @@ checkout that was not installed loads it from here.
 from __future__ import annotations
 
 import importlib
+import json
+import os
 import sys
 import threading
 from functools import partial
@@ -46,8 +48,7 @@ def cpp_library(pytestconfig, request) -> str:
         with capture.global_and_fixture_disabled():
             pytestconfig.get_terminal_writer().line(line)
 
-    early = _EARLY_BUILD.get("thread")
-    if early is not None and early.is_alive():
+    if _early_build is not None and _early_build.is_alive():
         announce("phasebench: waiting for the C++ library's build, started when collection ended "
                  "(once per source and toolchain; about a minute on 2 cores) ...")
     try:
@@ -67,24 +68,18 @@ def nothing_timed(session) -> bool:
 
 
 # The library's build started when collection ended, where the run times nothing (pytest_collection_finish).
-_EARLY_BUILD: dict = {}
+_early_build: threading.Thread | None = None
 
 
 def pytest_collection_finish(session):
     """Where nothing is timed, the C++ library's build starts as soon as collection ends, beside the first tests (a
     fresh clone's first minute: the first bench cases are Python's). cpp_library waits for it and raises its
     failure."""
+    global _early_build
     if session.config.option.collectonly or not session.items or not nothing_timed(session):
         return
     if any("cpp_library" in getattr(item, "fixturenames", ()) for item in session.items):
-        def quietly() -> None:
-            try:
-                build.library_path()
-            except Exception:  # noqa: BLE001  (the fixture's own call raises it)
-                pass
-
-        _EARLY_BUILD["thread"] = threading.Thread(target=quietly, name="phasebench-build", daemon=True)
-        _EARLY_BUILD["thread"].start()
+        _early_build = in_background(build.library_path, "phasebench-build")
 
 
 def start_beside(items, library: str | None) -> None:
@@ -125,7 +120,7 @@ def pytest_collection_modifyitems(items):
 
 
 # {node id: the extra_info each benchmark of this session saved}: tests/test_utilization.py reads it instead of
-# running the benchmarks again in a child pytest.
+# running the benchmarks again in a child pytest. A child it runs writes its own to PHASEBENCH_TEST_EXTRA_INFO.
 _SAVED_EXTRA_INFO: dict[str, dict] = {}
 
 
@@ -135,6 +130,9 @@ def pytest_runtest_call(item):
     benchmark = getattr(item, "funcargs", {}).get("benchmark")
     if benchmark is not None:
         _SAVED_EXTRA_INFO[item.nodeid] = dict(benchmark.extra_info)
+        if os.environ.get("PHASEBENCH_TEST_EXTRA_INFO"):
+            with open(os.environ["PHASEBENCH_TEST_EXTRA_INFO"], "a") as out:
+                out.write(json.dumps({"test": item.nodeid, **benchmark.extra_info}) + "\n")
 
 
 @pytest.fixture(scope="session")
@@ -149,22 +147,26 @@ def pytest_sessionfinish(session):
         sys.modules["tests.beside"].stop_all()
 
 
-_PLAIN_BUILD: list[threading.Thread] = []  # started once, at collection's end or with the library's build
-
-
-def build_plain_program_beside(items) -> None:
-    """Where a test of this run asks for the plain C++ program (cpp_plain_program), start building it now, beside
-    the library: the library is one compiler (cpp/Makefile), and this machine has a second core. The fixture takes
-    the program from the build's cache, waiting on its lock while this build runs, and raises its failure."""
+def in_background(build_it, name: str) -> threading.Thread:
+    """build_it() in a daemon thread, its failure dropped: the fixture that needs the build calls it again, waits on
+    the build's lock while this one runs, and raises the failure."""
     def quietly() -> None:
         try:
-            build.plain_program_path()
+            build_it()
         except Exception:  # noqa: BLE001  (the fixture's own call raises it)
             pass
 
-    if any("cpp_plain_program" in getattr(item, "fixturenames", ()) for item in items) and not _PLAIN_BUILD:
-        _PLAIN_BUILD.append(threading.Thread(target=quietly, name="phasebench-plain-build", daemon=True))
-        _PLAIN_BUILD[0].start()
+    thread = threading.Thread(target=quietly, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+def build_plain_program_beside(items) -> None:
+    """Where a test of this run asks for the plain C++ program (cpp_plain_program), start building it now, once the
+    library is built, beside the tests: the library is one compiler (cpp/Makefile), and this machine has a second
+    core."""
+    if any("cpp_plain_program" in getattr(item, "fixturenames", ()) for item in items):
+        in_background(build.plain_program_path, "phasebench-plain-build")
 
 
 @pytest.fixture(scope="session")

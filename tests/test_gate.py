@@ -28,10 +28,9 @@ SLOW = "python/loss:20ms"
 GATES = ("--benchmark-compare=0001", "--benchmark-compare-fail=median:400%", "--phase-ratio-fail=400%")
 
 
-def run_suite(pytestconfig, storage: Path, *options: str, slow: str | None = None,
-              env: dict | None = None) -> subprocess.CompletedProcess:
-    """The loss phase on cpu in both implementations, a few rounds, results in `storage`; env: more variables."""
-    result = suite_run(pytestconfig.getoption, storage, *options, slow=slow, env=env)
+def run_suite(pytestconfig, storage: Path, *options: str) -> subprocess.CompletedProcess:
+    """The loss phase on cpu in both implementations, a few rounds, results in `storage`."""
+    result = suite_run(pytestconfig.getoption, storage, *options)
     assert "Traceback" not in result.output, result.output
     return result
 

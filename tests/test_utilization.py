@@ -456,22 +456,6 @@ def test_every_benchmark_asks_for_utilization():
     assert not [name for name, arguments in tests.items() if "utilization_of" not in arguments]
 
 
-# Written into the child suite's path: each benchmark's extra_info "cpu" and "gpu" after its test ran.
-EXTRA_INFO_PLUGIN = """
-import json, os
-import pytest
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item):
-    yield
-    benchmark = item.funcargs.get("benchmark")
-    if benchmark is not None:
-        with open(os.environ["PHASEBENCH_EXTRA_INFO"], "a") as out:
-            out.write(json.dumps({"test": item.nodeid, "cpu": benchmark.extra_info.get("cpu", "absent"),
-                                  "gpu": benchmark.extra_info.get("gpu", "absent")}) + "\\n")
-"""
-
-
 def test_every_benchmark_records_the_worker_cpu(pytestconfig, saved_extra_info, tmp_path):
     """Each benchmark of the suite on cpu, as the test command runs it: each saves the CPU of the worker(s) it
     measured, never null (test_concurrent_jobs and test_loss_item saved null), and no gpu object on cpu. What
@@ -485,7 +469,7 @@ def test_every_benchmark_records_the_worker_cpu(pytestconfig, saved_extra_info, 
     else:
         saved = _child_suite_extra_info(pytestconfig, tmp_path, plain)
     assert {name.split("[")[0] for name in saved} == functions, sorted(saved)
-    nulls = [name for name, entry in saved.items() if not isinstance(entry.get("cpu"), dict) or entry.get("gpu") is not None]
+    nulls = [name for name, entry in saved.items() if not isinstance(entry.get("cpu"), dict) or entry.get("gpu", "absent") is not None]
     assert not nulls, {name: saved[name] for name in nulls}
     assert len(saved["test_concurrent_jobs[python-cpu-2]"]["cpu"]["processes"]) == 2
 
@@ -493,16 +477,13 @@ def test_every_benchmark_records_the_worker_cpu(pytestconfig, saved_extra_info, 
 def _child_suite_extra_info(pytestconfig, tmp_path, plain: dict) -> dict[str, dict]:
     """{test: its extra_info's cpu and gpu} of every plain benchmark function run once on cpu (python; 2 concurrent
     jobs) in a child pytest."""
-    (tmp_path / "phasebench_extra_info.py").write_text(EXTRA_INFO_PLUGIN)
-    recorded = tmp_path / "extra_info.jsonl"
+    recorded = tmp_path / "extra_info.jsonl"  # conftest.py writes each benchmark's extra_info there
     # bench/test_distributed.py is collected only under --world-size (docs/distributed.md): not in this run.
     run = run_suite(*sorted({f"bench/{name.split('::')[0]}" for name in plain}),
                     "-k", "not test_phase or data_loading", "--impl", "python", "--device", "cpu", "--jobs", "2",
                     "--models", "2", "--rounds", "2", "--warmup-rounds", "0", "--run-rounds", "1",
-                    "--benchmark-disable", "-p", "phasebench_extra_info", *_data_options(pytestconfig),
-                    env={"PHASEBENCH_EXTRA_INFO": str(recorded),
-                         "PYTHONPATH": os.pathsep.join(filter(None, (str(tmp_path), os.environ.get("PYTHONPATH"))))},
-                    timeout=600)
+                    "--benchmark-disable", *_data_options(pytestconfig),
+                    env={"PHASEBENCH_TEST_EXTRA_INFO": str(recorded)}, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return {entry["test"].split("::")[-1]: entry for entry in map(json.loads, recorded.read_text().splitlines())}
 
