@@ -131,7 +131,7 @@ class KeptWorkers:
 
     def stop(self) -> None:
         """Each worker closes its trainer, then is killed rather than awaited: a Python worker's interpreter takes
-        about 0.7 s of cpu here to tear torch down on its way out, which no test looks at."""
+        about 1 s of cpu here to tear torch down on its way out (docs/test-times/costs.md), which no test looks at."""
         for worker in self.workers.values():
             with contextlib.suppress(WorkerError, WorkerDied):  # one that died is closed all the same
                 worker.request({"cmd": "stop"}, timeout=30)
