@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pytest
@@ -99,42 +101,62 @@ class Pair:
 
 
 class KeptWorkers:
-    """cpu workers kept for the module, one per implementation, that each pair gets with a fresh trainer: the
-    worker is sent `start` again, which closes its trainer and builds a new one from the seed, as a new process
-    would (test_a_restarted_trainer_trains_as_a_new_process checks it). A pair then costs a trainer's build, not a
-    process's start: a Python worker imports torch and torchvision in about 3 s of cpu here, and the variant tests
-    alone started 36 workers before (docs/options.md#the-test-command).
+    """cpu workers kept for the module, per language, that each pair borrows with a fresh trainer: the worker is
+    sent `start` again, which closes its trainer and builds a new one from the seed, as a new process would. The
+    trainer a worker builds is wholly the `start` request's options (Implementation.trainer_options), so a worker
+    that trained one implementation of its language is restarted as another (python-foreach after python);
+    test_a_restarted_trainer_trains_as_a_new_process checks both. A pair then costs a trainer's build, not a
+    process's start: a Python worker imports torch and torchvision in about 3 s of cpu here
+    (docs/test-times/costs.md), and this module started 46 workers before kept workers, 18 before they were kept
+    per language.
 
-    A worker that died or refused is replaced by a new process on next use."""
+    `fresh` lends an idle worker (a new process where none is idle) and `give_back` returns it: two workers of one
+    language can be out at once (a variant and its reference). A worker that died or refused is replaced by a new
+    process on next use."""
 
     def __init__(self, settings, library: str | None):
         self.settings, self.library = settings, library
-        self.workers: dict[str, Worker] = {}
+        self.idle: dict[str, list[Worker]] = {language: [] for language in registry.LANGUAGES}
+        self.started: list[Worker] = []
+        self.lock = threading.Lock()  # a pair borrows its two workers from two threads
+
+    def new_process(self, impl: str, options: dict) -> Worker:
+        language = registry.get(impl).language
+        worker = Worker(impl, "cpu", options, self.settings.round_timeout, self.library if language == "cpp" else None)
+        with self.lock:
+            self.started.append(worker)
+        return worker
+
+    def restart(self, worker: Worker, impl: str, options: dict) -> None:
+        """A fresh trainer of `impl` in this worker, as a new process of `impl` would build it."""
+        worker.info = worker.request({"cmd": "start", "options": options})
+        worker.impl, worker.log_path = impl, options.get("log_path")
 
     def fresh(self, impl: str, options: dict) -> Worker:
-        worker = self.workers.pop(impl, None)
+        with self.lock:
+            idle = self.idle[registry.get(impl).language]
+            worker = idle.pop() if idle else None
         if worker is not None and worker.alive():
             try:
-                worker.info = worker.request({"cmd": "start", "options": options})
-                worker.log_path = options.get("log_path")
-                self.workers[impl] = worker
+                self.restart(worker, impl, options)
                 return worker
             except (WorkerError, WorkerDied):  # refused or died: a new process instead
                 pass
         if worker is not None:
             worker.stop()
-        language = registry.get(impl).language
-        worker = Worker(impl, "cpu", options, self.settings.round_timeout,
-                        self.library if language == "cpp" else None)
-        self.workers[impl] = worker
-        return worker
+        return self.new_process(impl, options)
+
+    def give_back(self, worker: Worker) -> None:
+        with self.lock:
+            self.idle[registry.get(worker.impl).language].append(worker)
 
     def stop(self) -> None:
         """Each worker closes its trainer, then is killed rather than awaited: a Python worker's interpreter takes
         about 1 s of cpu here to tear torch down on its way out (docs/test-times/costs.md), which no test looks at."""
-        for worker in self.workers.values():
+        for worker in self.started:
             with contextlib.suppress(WorkerError, WorkerDied):  # one that died is closed all the same
-                worker.request({"cmd": "stop"}, timeout=30)
+                if worker.alive():
+                    worker.request({"cmd": "stop"}, timeout=30)
             worker.kill()
             worker.close()
 
@@ -170,8 +192,9 @@ def worker_pair(settings, library: str | None, logs, dropout: float, impls: tupl
         with ThreadPoolExecutor(len(impls)) as pool:
             futures = {impl: pool.submit(start, impl) for impl in impls}
         for future in futures.values():
-            if future.exception() is None and kept is None:
-                stack.callback(future.result().stop)
+            if future.exception() is None:
+                stack.callback(future.result().stop if kept is None or device != "cpu" else
+                               partial(kept.give_back, future.result()))
         for future in futures.values():
             if future.exception() is not None:
                 raise future.exception()
@@ -364,24 +387,35 @@ def test_same_training_dropout_off(deterministic):
 
 def test_a_restarted_trainer_trains_as_a_new_process(kept_workers, settings, tmp_path):
     """What KeptWorkers relies on, in both languages: a new process trains 3 steps with the published dropout (its
-    generator, loader and optimizer move on), is sent `start` again, and the new trainer repeats the new process's
-    initial weights, losses and weights after, to the bit."""
+    generator, loader and optimizer move on), is sent `start` as another implementation of its language (the first
+    with a loader of its own, LOADER_VARIANTS) and trains 3 steps so, then is sent `start` as the first again: the
+    new trainer repeats the new process's initial weights, losses and weights after, to the bit."""
+    def options(impl: str) -> dict:
+        return settings.worker_options("cpu", str(tmp_path / f"{impl}.log"), impl=impl) | {"dropout": PUBLISHED_DROPOUT}
+
+    def three_steps(worker: Worker) -> tuple:
+        initial = get_params(worker)
+        losses = np.array(worker.request({"cmd": "train_steps", "steps": 3})["losses"])
+        return initial, losses, get_params(worker)
+
     for impl in IMPLEMENTATIONS:
-        if impl in kept_workers.workers:  # run 1 must be a new process's
-            kept_workers.workers.pop(impl).stop()
-        options = settings.worker_options("cpu", str(tmp_path / f"{impl}.log"), impl=impl) | {"dropout": PUBLISHED_DROPOUT}
-        runs = []
-        for run in ("new process", "restarted"):
-            worker = kept_workers.fresh(impl, options)
-            initial = get_params(worker)
-            losses = np.array(worker.request({"cmd": "train_steps", "steps": 3})["losses"])
-            runs.append((run, initial, losses, get_params(worker)))
-        layout = worker.request({"cmd": "layout"})["layout"]
-        (_, *new), (_, *restarted) = runs
-        assert_bit_identical(layout, new[0], restarted[0], f"{impl}: initial weights", ("new process", "restarted"))
+        language = registry.get(impl).language
+        other = next(name for (of, _), name in LOADER_VARIANTS.items() if of == language)
+        worker = kept_workers.new_process(impl, options(impl))
+        try:
+            new = three_steps(worker)
+            kept_workers.restart(worker, other, options(other))
+            three_steps(worker)
+            kept_workers.restart(worker, impl, options(impl))
+            restarted = three_steps(worker)
+            layout = worker.request({"cmd": "layout"})["layout"]
+        finally:
+            kept_workers.give_back(worker)
+        labels = ("new process", f"restarted after {other}")
+        assert_bit_identical(layout, new[0], restarted[0], f"{impl}: initial weights", labels)
         assert new[1].tobytes() == restarted[1].tobytes(), (
-            f"{impl}: 3 steps' losses, new process {new[1].tolist()}, restarted {restarted[1].tolist()}")
-        assert_bit_identical(layout, new[2], restarted[2], f"{impl}: weights after 3 steps", ("new process", "restarted"))
+            f"{impl}: 3 steps' losses, {labels[0]} {new[1].tolist()}, {labels[1]} {restarted[1].tolist()}")
+        assert_bit_identical(layout, new[2], restarted[2], f"{impl}: weights after 3 steps", labels)
 
 
 def test_same_losses_with_dropout(fresh_pair):
@@ -626,6 +660,7 @@ def ensembles(settings, kept_workers, tmp_path_factory) -> tuple[list, dict[str,
         runs[impl] = train_ensemble(workers[impl], options[impl])
     for impl in ("python", "cpp"):
         runs[f"{impl}-dropout"] = train_ensemble(workers[impl], options[impl] | {"dropout": PUBLISHED_DROPOUT})
+        kept_workers.give_back(workers[impl])
     return layout, runs
 
 
