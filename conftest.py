@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # an annotation only: the plugin is loaded by pytest, not imp
     from phasebench.plugin import Settings
     from phasebench.worker.world import World
 
+BENCH_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench") + os.sep
+
 pytest_plugins = ["phasebench.plugin"]  # already registered under this name when installed (pyproject.toml)
 
 
@@ -60,11 +62,11 @@ def cpp_library(pytestconfig, request) -> str:
     return library
 
 
-def nothing_timed(session) -> bool:
+def nothing_timed(config, items) -> bool:
     """Whether this run times nothing: benchmarks disabled (the test command), or none selected. Only then does work
     run beside the tests: beside a timed case it would be inside its clock."""
-    return session.config.getoption("benchmark_disable") or not any(
-        "benchmark" in getattr(item, "fixturenames", ()) for item in session.items)
+    return config.getoption("benchmark_disable") or not any(
+        "benchmark" in getattr(item, "fixturenames", ()) for item in items)
 
 
 # The library's build started when collection ended, where the run times nothing (pytest_collection_finish).
@@ -76,7 +78,7 @@ def pytest_collection_finish(session):
     fresh clone's first minute: the first bench cases are Python's). cpp_library waits for it and raises its
     failure."""
     global _early_build
-    if session.config.option.collectonly or not session.items or not nothing_timed(session):
+    if session.config.option.collectonly or not session.items or not nothing_timed(session.config, session.items):
         return
     if any("cpp_library" in getattr(item, "fixturenames", ()) for item in session.items):
         _early_build = in_background(build.library_path, "phasebench-build")
@@ -87,7 +89,7 @@ def start_beside(items, library: str | None) -> None:
     timed, else each test does its own. Only where such a test is selected is tests/ imported: a tree without it
     (bench/ alone) runs with this conftest too."""
     if any(item.get_closest_marker("beside") for item in items):
-        importlib.import_module("tests.beside").start(items, library, lane=nothing_timed(items[0].session))
+        importlib.import_module("tests.beside").start(items, library, lane=nothing_timed(items[0].config, items))
 
 
 @pytest.fixture
@@ -106,16 +108,40 @@ def started_beside(request):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "beside(start, once=False): start(item, folder, library) starts the test's "
-                                       "work, in a second lane once the C++ library is built (tests/beside.py)")
+    config.addinivalue_line("markers", "beside(start, once=False, cost_s=0): start(item, folder, library) starts "
+                                       "the test's work, in a second lane once the C++ library is built; cost_s, its "
+                                       "rough seconds here, orders the marked tests (tests/beside.py)")
+
+
+def library_free_first(items) -> list:
+    """The bench cases of Python implementations (and those of none) before the C++ ones, each group in its
+    order: where nothing is timed the C++ library builds beside the first tests (pytest_collection_finish), and the
+    Python cases give it about as long as it takes, where the C++ cases would wait on it (24 s in a fresh clone's
+    run). The bench cases share session-scoped fixtures only, so no fixture is made twice. The tests/ modules keep
+    their order: their module-scoped workers would be."""
+    def is_cpp_case(item) -> bool:
+        impl = getattr(getattr(item, "callspec", None), "params", {}).get("impl")
+        return str(item.path).startswith(BENCH_DIR) and impl in registry.NAMES and registry.get(impl).language != "python"
+
+    bench = [item for item in items if str(item.path).startswith(BENCH_DIR)]
+    rest = items[len(bench):] if items[:len(bench)] == bench else None
+    if rest is None:  # bench cases not all first (another order was asked for): left as they are
+        return items
+    return [item for item in bench if not is_cpp_case(item)] + [item for item in bench if is_cpp_case(item)] + rest
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items):
-    """The tests marked beside run last, in their order: their work starts in a second lane as soon as the library is
-    built, and by the time the other tests are done most of it is (tests/beside.py)."""
+def pytest_collection_modifyitems(config, items):
+    """The tests marked beside run last, longest work first (the marker's cost_s): their work starts in a second lane
+    as soon as the library is built, and by the time the other tests are done most of it is (tests/beside.py).
+    Where nothing is timed, the Python bench cases run before the C++ ones (library_free_first)."""
+    if nothing_timed(config, items):
+        items[:] = library_free_first(items)
     marked = [item for item in items if item.get_closest_marker("beside")]
     if marked:
+        # Longest work first: the lane takes it from the near end, and ends on short work, which is what the last
+        # tests wait on (tests/beside.py).
+        marked.sort(key=lambda item: -item.get_closest_marker("beside").kwargs.get("cost_s", 0))
         items[:] = [item for item in items if not item.get_closest_marker("beside")] + marked
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import types
+from pathlib import Path
 
 import pytest
 
@@ -92,6 +93,45 @@ def test_work_goes_beside_only_where_nothing_is_timed():
         config = types.SimpleNamespace(getoption=lambda name: disabled if name == "benchmark_disable" else None)
         return types.SimpleNamespace(config=config, items=[types.SimpleNamespace(fixturenames=f) for f in fixtures])
 
-    assert conftest.nothing_timed(session(True, ("benchmark", "worker_for"), ("started_beside",)))
-    assert conftest.nothing_timed(session(False, ("settings",), ("started_beside",)))
-    assert not conftest.nothing_timed(session(False, ("benchmark", "worker_for"), ("started_beside",)))
+    def nothing_timed(disabled: bool, *fixtures: tuple[str, ...]) -> bool:
+        run = session(disabled, *fixtures)
+        return conftest.nothing_timed(run.config, run.items)
+
+    assert nothing_timed(True, ("benchmark", "worker_for"), ("started_beside",))
+    assert nothing_timed(False, ("settings",), ("started_beside",))
+    assert not nothing_timed(False, ("benchmark", "worker_for"), ("started_beside",))
+
+
+def test_the_python_bench_cases_go_before_the_cpp_ones():
+    """library_free_first: bench cases of C++ implementations after the others, each group in its order; the
+    tests/ items after them untouched; an order in which the bench cases are not all first is left alone."""
+    def item(where: str, impl: str | None = None):
+        params = {"impl": impl} if impl else {}
+        return types.SimpleNamespace(path=Path(conftest.__file__).parent / where, callspec=types.SimpleNamespace(params=params),
+                                     name=f"{where}[{impl}]")
+
+    jobs_py, jobs_cpp, jobs_batched = (item("bench/test_concurrent_jobs.py", impl)
+                                       for impl in ("python", "cpp", "cpp-batched"))
+    phase_cpp, phase_py, leftover = item("bench/test_phases.py", "cpp"), item("bench/test_phases.py", "python"), \
+        item("bench/test_phases.py")
+    data_cpp, data_py = item("tests/test_data.py", "cpp"), item("tests/test_data.py", "python")
+    items = [jobs_py, jobs_cpp, jobs_batched, phase_cpp, phase_py, leftover, data_cpp, data_py]
+    assert conftest.library_free_first(items) == [jobs_py, phase_py, leftover, jobs_cpp, jobs_batched, phase_cpp,
+                                                  data_cpp, data_py]
+    mixed = [data_cpp, jobs_cpp, jobs_py]
+    assert conftest.library_free_first(mixed) == mixed
+
+
+def test_the_marked_tests_run_last_longest_work_first():
+    """conftest's order: unmarked tests in their order, then the marked ones by their marker's cost_s, the largest
+    first, those of equal cost (a once=True piece of work's tests) in their order."""
+    def item(name: str, **marker):
+        found = types.SimpleNamespace(args=(None,), kwargs=marker) if marker else None
+        return types.SimpleNamespace(name=name, fixturenames=("benchmark",), path=Path(conftest.__file__),
+                                     get_closest_marker=lambda name: found if name == "beside" else None)
+
+    config = types.SimpleNamespace(getoption=lambda name: False)  # a timed run: the bench order is left alone
+    items = [item("a"), item("short", cost_s=8), item("gate-1", cost_s=25), item("b"), item("count", cost_s=55),
+             item("gate-2", cost_s=25), item("unknown", once=True)]
+    conftest.pytest_collection_modifyitems(config, items)
+    assert [found.name for found in items] == ["a", "b", "count", "gate-1", "gate-2", "short", "unknown"]

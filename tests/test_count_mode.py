@@ -41,7 +41,7 @@ def start_counted_runs(item, folder, library) -> dict:
 
 
 @needs_valgrind
-@pytest.mark.beside.with_args(start_counted_runs)  # with_args: a lone callable would be marked, not passed
+@pytest.mark.beside.with_args(start_counted_runs, cost_s=55)  # with_args: a lone callable would be marked, not passed
 def test_one_phase_is_counted_in_both_languages(started_beside):
     """The mode end to end on its tiniest case: copy_to_device, one round, each language. Why it cannot be cheaper
     (about 60 s here, mostly beside other tests: tests/beside.py): a worker under Valgrind starts slowly

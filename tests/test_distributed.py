@@ -205,7 +205,7 @@ def torchrun_two_agents(item, folder, library):
     return launch
 
 
-@pytest.mark.beside.with_args(torchrun_two_agents)
+@pytest.mark.beside.with_args(torchrun_two_agents, cost_s=8)
 def test_torchrun_two_agents(started_beside):
     """Two torchrun agents (--nnodes 2, c10d rendezvous, --max-restarts 0), in two network namespaces where the machine
     allows, each starting one cpp-allreduce rank: under the agent's store rank 0 is a store client too, and the C++
@@ -266,7 +266,7 @@ def killed_rank_run(item, folder, library):
     return run
 
 
-@pytest.mark.beside.with_args(killed_rank_run)
+@pytest.mark.beside.with_args(killed_rank_run, cost_s=15)
 def test_a_killed_rank_fails_its_own_case_and_nothing_else_is_lost(started_beside):
     """A suite run of world size 2 where rank 1 is killed in grad_sync: that case fails at once with a message that
     names rank 1 first, the next case (param_update) passes on a fresh world, and its results are saved (json and

@@ -452,7 +452,7 @@ def one_epoch_run(item, folder, library):
     return run
 
 
-@pytest.mark.beside.with_args(one_epoch_run)  # with_args: a lone callable would be marked, not passed
+@pytest.mark.beside.with_args(one_epoch_run, cost_s=35)  # with_args: a lone callable would be marked, not passed
 def test_same_one_epoch_run(started_beside):
     """The published run itself, a whole epoch in both languages, ends in bit-identical weights and accuracy.
     Why it cannot be cheaper (about 30 s here, mostly beside other tests: tests/beside.py): the short runs of the
@@ -823,7 +823,7 @@ def compiled_training(item, folder, library):
 
 @pytest.mark.parametrize("variant", COMPILED)
 @pytest.mark.parametrize("dropout", [PUBLISHED_DROPOUT, 0.0], ids=["dropout-on", "dropout-off"])
-@pytest.mark.beside.with_args(compiled_training)
+@pytest.mark.beside.with_args(compiled_training, cost_s=35)
 def test_compiled_same_training(started_beside, variant, dropout):
     """The compiled model trains as eager Python, within the rounding of the kernels inductor fuses (above). With
     torch._inductor.config.fallback_random the compiled code draws eager's dropout masks, so the published

@@ -201,7 +201,7 @@ def faulty_suite_run(item, folder, library):
     return run
 
 
-faulty = pytest.mark.beside.with_args(faulty_suite_run, once=True)
+faulty = pytest.mark.beside.with_args(faulty_suite_run, once=True, cost_s=12)
 
 
 @pytest.fixture

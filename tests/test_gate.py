@@ -75,7 +75,7 @@ def gated_runs(item, folder, library):
     return run
 
 
-gated = pytest.mark.beside.with_args(gated_runs, once=True)
+gated = pytest.mark.beside.with_args(gated_runs, once=True, cost_s=25)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pynvml
@@ -294,6 +295,9 @@ def test_worker_cpu_time_from_proc(tmp_path):
         result = window.stop()
         user, system = cpu_times(child.pid)
         so_far = process_cpu_ns(child.pid) / 1e9
+        # Asleep: the child may still be on its way from the print to its sleep (2 ms of it were seen, loaded).
+        while Path(f"/proc/{child.pid}/stat").read_text().rpartition(")")[2].split()[0] != "S":
+            time.sleep(0.005)
         asleep = CpuWindow(child.pid)
         time.sleep(0.1)
         assert asleep.stop()["cores"] == 0
