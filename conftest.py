@@ -50,6 +50,8 @@ def cpp_library(pytestconfig, request) -> str:
         with capture.global_and_fixture_disabled():
             pytestconfig.get_terminal_writer().line(line)
 
+    if _early_build is not None:
+        _early_build.join(timeout=2)  # where the library was built before, the thread only finds it (no build to announce)
     if _early_build is not None and _early_build.is_alive():
         announce("phasebench: waiting for the C++ library's build, started when collection ended "
                  "(once per source and toolchain; about a minute on 2 cores) ...")
@@ -121,13 +123,13 @@ def library_free_first(items) -> list:
     their order: their module-scoped workers would be."""
     def is_cpp_case(item) -> bool:
         impl = getattr(getattr(item, "callspec", None), "params", {}).get("impl")
-        return str(item.path).startswith(BENCH_DIR) and impl in registry.NAMES and registry.get(impl).language != "python"
+        return impl in registry.NAMES and registry.get(impl).language != "python"
 
     bench = [item for item in items if str(item.path).startswith(BENCH_DIR)]
-    rest = items[len(bench):] if items[:len(bench)] == bench else None
-    if rest is None:  # bench cases not all first (another order was asked for): left as they are
+    if items[:len(bench)] != bench:  # bench cases not all first (another order was asked for): left as they are
         return items
-    return [item for item in bench if not is_cpp_case(item)] + [item for item in bench if is_cpp_case(item)] + rest
+    return ([item for item in bench if not is_cpp_case(item)] + [item for item in bench if is_cpp_case(item)]
+            + items[len(bench):])
 
 
 @pytest.hookimpl(trylast=True)

@@ -100,6 +100,13 @@ class Pair:
         return replies
 
 
+def restart(worker: Worker, options: dict, impl: str | None = None) -> None:
+    """A fresh trainer with these options in the same worker process, as a new process would build it: nothing of
+    the last one is kept. `impl`: the implementation the options are (another of the worker's language)."""
+    worker.info = worker.request({"cmd": "start", "options": options})
+    worker.impl, worker.log_path = impl or worker.impl, options.get("log_path")
+
+
 class KeptWorkers:
     """cpu workers kept for the module, per language, that each pair borrows with a fresh trainer: the worker is
     sent `start` again, which closes its trainer and builds a new one from the seed, as a new process would. The
@@ -127,18 +134,13 @@ class KeptWorkers:
             self.started.append(worker)
         return worker
 
-    def restart(self, worker: Worker, impl: str, options: dict) -> None:
-        """A fresh trainer of `impl` in this worker, as a new process of `impl` would build it."""
-        worker.info = worker.request({"cmd": "start", "options": options})
-        worker.impl, worker.log_path = impl, options.get("log_path")
-
     def fresh(self, impl: str, options: dict) -> Worker:
         with self.lock:
             idle = self.idle[registry.get(impl).language]
             worker = idle.pop() if idle else None
         if worker is not None and worker.alive():
             try:
-                self.restart(worker, impl, options)
+                restart(worker, options, impl)
                 return worker
             except (WorkerError, WorkerDied):  # refused or died: a new process instead
                 pass
@@ -178,11 +180,13 @@ def worker_pair(settings, library: str | None, logs, dropout: float, impls: tupl
         pytest.skip(f"--device {','.join(settings.devices)}: this equivalence test compares implementations on {device}")
     if device == "cuda" and settings.cuda_reason:
         pytest.skip(settings.cuda_reason)
+    borrowed = kept is not None and device == "cpu"
+
     def start(impl: str) -> Worker:
         language = registry.get(impl).language
         given = settings.worker_options(device, str(logs / f"{impl}.log"), impl=impl, workload=workload)
         given |= {"dropout": dropout} | ((options or {}) if impl == impls[1] else {})
-        if kept is not None and device == "cpu":
+        if borrowed:
             return kept.fresh(impl, given)
         return Worker(impl, device, given, settings.round_timeout, library if language == "cpp" else None)
 
@@ -193,8 +197,7 @@ def worker_pair(settings, library: str | None, logs, dropout: float, impls: tupl
             futures = {impl: pool.submit(start, impl) for impl in impls}
         for future in futures.values():
             if future.exception() is None:
-                stack.callback(future.result().stop if kept is None or device != "cpu" else
-                               partial(kept.give_back, future.result()))
+                stack.callback(partial(kept.give_back, future.result()) if borrowed else future.result().stop)
         for future in futures.values():
             if future.exception() is not None:
                 raise future.exception()
@@ -404,9 +407,9 @@ def test_a_restarted_trainer_trains_as_a_new_process(kept_workers, settings, tmp
         worker = kept_workers.new_process(impl, options(impl))
         try:
             new = three_steps(worker)
-            kept_workers.restart(worker, other, options(other))
+            restart(worker, options(other), other)
             three_steps(worker)
-            kept_workers.restart(worker, impl, options(impl))
+            restart(worker, options(impl), impl)
             restarted = three_steps(worker)
             layout = worker.request({"cmd": "layout"})["layout"]
         finally:
@@ -602,9 +605,6 @@ class Trained:
     losses: np.ndarray  # [step, member]
 
 
-def restart(worker: Worker, options: dict) -> None:
-    """A fresh trainer with these options in the same worker process: nothing of the last one is kept."""
-    worker.request({"cmd": "start", "options": options})
 
 
 def ensemble_params(worker: Worker, models: int) -> list[np.ndarray]:
