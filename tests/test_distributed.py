@@ -220,6 +220,8 @@ def test_torchrun_two_agents(started_beside):
     assert all(rank["agent_store"] == "True" for rank in ranks), ranks  # every rank a client of the agent's store
     assert all(len(rank["step_ns"]) == STEPS for rank in ranks)
     assert result["namespaces"] == (torchrun.namespaces_usable() is None), result["network"]
+    # Each agent kept its log folder beside the run's files, none in /tmp.
+    assert all(any(Path(folder).iterdir()) for folder in result["agent_logs"]), result["agent_logs"]
 
 
 def test_the_report_tables_the_data_parallel_cases_apart():

@@ -108,11 +108,15 @@ def launch(impl: str, options: dict, steps: int, out: Path, library: str | None,
     try:
         port, rdzv_id = network.port(), f"phasebench-{uuid.uuid4().hex[:12]}"
         agents, logs = [], []
+        agent_logs = [out.parent / f"{out.name}-agent{node}-logs" for node in range(2)]
         for node in range(2):
             command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
                        "--nproc-per-node", str(nproc_per_node), "--rdzv-backend", "c10d",
                        "--rdzv-endpoint", f"{network.addresses[0]}:{port}", "--rdzv-id", rdzv_id,
                        "--max-restarts", "0", "--local-addr", network.addresses[node],
+                       # The agent's own log folder beside the run's: by default it makes /tmp/torchelastic_* and
+                       # leaves it there, two per launch.
+                       "--log-dir", str(agent_logs[node]),
                        # The first agent hosts the rendezvous store. torchrun infers it from the endpoint naming this
                        # machine's hostname or one of its addresses; a namespace's own address is neither, so say it.
                        "--rdzv-conf", f"is_host={'true' if node == 0 else 'false'},join_timeout={int(timeout_s)}",
@@ -146,6 +150,7 @@ def launch(impl: str, options: dict, steps: int, out: Path, library: str | None,
             raise TorchrunFailed(f"torchrun agent {node} ended with {code}: {why}\n" + "\n".join(tail))
         ranks = sorted((json.loads(path.read_text()) for path in out.glob("rank*.json")), key=lambda r: r["rank"])
         return {"ranks": ranks, "network": network.describe(), "namespaces": bool(network.names),
-                "rdzv": f"c10d at {network.addresses[0]}:{port}, id {rdzv_id}", "command": " ".join(command[2:])}
+                "rdzv": f"c10d at {network.addresses[0]}:{port}, id {rdzv_id}", "command": " ".join(command[2:]),
+                "agent_logs": [str(folder) for folder in agent_logs]}
     finally:
         network.close()
