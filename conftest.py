@@ -52,9 +52,9 @@ def cpp_library(pytestconfig, request) -> str:
 
     if _early_build is not None:
         _early_build.join(timeout=2)  # where the library was built before, the thread only finds it (no build to announce)
-    if _early_build is not None and _early_build.is_alive():
-        announce("phasebench: waiting for the C++ library's build, started when collection ended "
-                 "(once per source and toolchain; about a minute on 2 cores) ...")
+        if _early_build.is_alive():
+            announce("phasebench: waiting for the C++ library's build, started when collection ended "
+                     "(once per source and toolchain; about a minute on 2 cores) ...")
     try:
         library = str(build.library_path(announce=announce))
     except build.BuildUnavailable as error:

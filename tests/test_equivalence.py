@@ -605,8 +605,6 @@ class Trained:
     losses: np.ndarray  # [step, member]
 
 
-
-
 def ensemble_params(worker: Worker, models: int) -> list[np.ndarray]:
     return [np.frombuffer(base64.b64decode(worker.request({"cmd": "ensemble_params", "member": k})["data"]),
                           dtype=np.float32) for k in range(models)]
