@@ -27,9 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from phasebench import registry
+from phasebench import registry, schema
 from phasebench.spec import TRAIN_IMAGES
 from phasebench.worker.client import describe_exit, worker_clock
+from phasebench.worker.protocol import Train, TrainSteps
 
 CHECK_STEPS = 5
 
@@ -81,11 +82,11 @@ def test_concurrent_jobs(benchmark, new_worker, utilization_of, settings, single
     spawns = [new_worker(impl, device, workload, threads=threads, log_path=str(tmp_path / f"job{i}.log"))
               for i in range(jobs)]
     if benchmark.enabled:
-        request, timeout = {"cmd": "train", "epochs": settings.epochs, "synchronize": False}, \
+        request, timeout = Train(settings.epochs, synchronize=False), \
             settings.round_timeout * settings.epochs * jobs
         steps = workload.steps_per_epoch * settings.epochs
     else:
-        request, timeout, steps = {"cmd": "train_steps", "steps": CHECK_STEPS}, settings.round_timeout, CHECK_STEPS
+        request, timeout, steps = TrainSteps(CHECK_STEPS), settings.round_timeout, CHECK_STEPS
     # Several workers, all the case's: the device is watched across all jobs, and the CPU of every worker process
     # (extra_info["cpu"]: theirs together, and each one's in "processes"), from the release to the last reply.
     watched = types.SimpleNamespace(pids=[], device=device, impl=impl, pci_bus_id=None)
@@ -134,9 +135,9 @@ def test_concurrent_jobs(benchmark, new_worker, utilization_of, settings, single
              for reply in replies]
     basis, unavailable = slowdown_basis(settings, single_job_loops, impl, device, workload, jobs, loops)
     images = images_in(steps, workload) * jobs
-    benchmark.extra_info.update(
-        implementation=impl, language=registered.language, reference=registered.pair, device=device,
-        phase=f"concurrent_jobs-{jobs}", **workload.as_info(), note=registered.notes.get(device),
+    schema.write(
+        benchmark, schema.ConcurrentJobsInfo, implementation=impl, language=registered.language,
+        reference=registered.pair, device=device, phase=f"concurrent_jobs-{jobs}", **workload.as_info(), note=registered.notes.get(device),
         rounds=1, warmup_rounds=0, jobs=jobs, threads=settings.threads, threads_per_job=threads,
         threads_split=(f"the {settings.threads} intra-op threads split between {jobs} job(s): {threads} each"
                        if device == "cpu" else f"each job keeps --threads {settings.threads}"),

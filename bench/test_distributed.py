@@ -24,9 +24,10 @@ import types
 
 import pytest
 
-from phasebench import registry
+from phasebench import registry, schema
 from phasebench.spec import GRAD_SYNC, SYNCS, TRAIN_IMAGES
 from phasebench.worker.client import worker_clock
+from phasebench.worker.protocol import Phase, TimedSteps
 
 from .test_phases import CHECKED_ROUNDS, work_problems
 
@@ -81,14 +82,14 @@ def test_dist_phase(benchmark, world_for, utilization_of, settings, phase, impl,
     taken = []  # per round: every rank's reply
 
     def one_round():
-        replies = world.request_all({"cmd": "phase", "name": phase})
+        replies = world.request_all(Phase(phase))
         worker_clock.advance(max(reply["ns"] for reply in replies))
         taken.append(replies)
 
     benchmark.group = f"{phase}-world{world_size}"
-    benchmark.extra_info.update(
-        implementation=impl, language=registered.language, reference=registered.pair, device=device, phase=phase,
-        **workload.as_info(), world_size=world_size, sync=registered.sync, sync_how=SYNCS[registered.sync].how,
+    schema.write(
+        benchmark, schema.DistPhaseInfo, implementation=impl, language=registered.language, reference=registered.pair,
+        device=device, phase=phase, **workload.as_info(), world_size=world_size, sync=registered.sync, sync_how=SYNCS[registered.sync].how,
         backend=world.joined[0]["backend"], rounds=settings.rounds, warmup_rounds=settings.warmup_rounds,
         **threads_info(settings, device, world_size), clock=BARRIER, dist_timeout_s=settings.dist_timeout,
         note=registered.notes.get(device))
@@ -99,8 +100,8 @@ def test_dist_phase(benchmark, world_for, utilization_of, settings, phase, impl,
     counted = taken[-settings.rounds:] if benchmark.enabled else taken
     per_rank = [[replies[rank]["ns"] for replies in counted] for rank in range(world_size)]
     slowest = [max(range(world_size), key=lambda rank: replies[rank]["ns"]) for replies in counted]
-    benchmark.extra_info.update(
-        rank_median_s=[statistics.median(ns) / 1e9 for ns in per_rank],
+    schema.write(
+        benchmark, schema.DistPhaseInfo, rank_median_s=[statistics.median(ns) / 1e9 for ns in per_rank],
         rank_cpu_cores=[round(sum(r[rank]["cpu_ns"] for r in counted) / max(1, sum(per_rank[rank])), 3)
                         for rank in range(world_size)],
         slowest_rank_rounds=[slowest.count(rank) for rank in range(world_size)])
@@ -135,7 +136,7 @@ def test_dist_training_run(benchmark, world_for, world_pool, utilization_of, set
         world_pool.release()  # a fresh world: its set-up and its joining the group are the run's
         world = world_for(impl, device, world_size, workload)
         with utilization_of(watching(world, device, impl)):  # the last round's is the one recorded
-            replies = world.request_all({"cmd": "timed_steps", "steps": steps},
+            replies = world.request_all(TimedSteps(steps),
                                         timeout=settings.round_timeout * max(1, settings.epochs))
         ranks = []
         for worker, joined, reply in zip(world.workers, world.joined, replies):
@@ -161,14 +162,13 @@ def test_dist_training_run(benchmark, world_for, world_pool, utilization_of, set
     if world_size == 1:
         single_rank_rates[key] = rate
     basis = single_rank_rates.get(key)
-    benchmark.extra_info.update(
-        implementation=impl, language=registered.language, reference=registered.pair, device=device,
-        phase="training_run", **workload.as_info(), world_size=world_size, sync=registered.sync,
+    schema.write(
+        benchmark, schema.DistTrainingRunInfo, implementation=impl, language=registered.language,
+        reference=registered.pair, device=device, phase="training_run", **workload.as_info(), world_size=world_size, sync=registered.sync,
         rounds=rounds, warmup_rounds=0, epochs=settings.epochs, **threads_info(settings, device, world_size),
         trained=(f"{settings.epochs} epoch(s) of global batches" if benchmark.enabled
                  else f"{CHECK_STEPS} steps (--benchmark-disable): a check, not a measurement"),
-        steps=steps, images=images, setup_holds="opening both splits, building the model and optimizer, joining the "
-        "process group (join_s); the libraries loaded before the clock",
+        steps=steps, images=images,
         total_s=[slow["total_ns"] / 1e9 for slow in slowest],
         total_median_s=statistics.median(slow["total_ns"] for slow in slowest) / 1e9,
         summed_median_s=statistics.median(slow["summed_ns"] for slow in slowest) / 1e9,
@@ -230,9 +230,9 @@ def test_torchrun(benchmark, settings, request, utilization_of, single_rank_rate
     step_slowest = [max(per) for run in runs for per in zip(*(rank["step_ns"] for rank in run["ranks"]))]
     rate = images / (statistics.median(loops) / 1e9)
     basis = single_rank_rates.get((impl, device, workload))
-    benchmark.extra_info.update(
-        implementation=impl, language=registered.language, reference=registered.pair, device=device,
-        phase="torchrun", **workload.as_info(), world_size=world_size, sync=registered.sync, rounds=rounds,
+    schema.write(
+        benchmark, schema.TorchrunInfo, implementation=impl, language=registered.language,
+        reference=registered.pair, device=device, phase="torchrun", **workload.as_info(), world_size=world_size, sync=registered.sync, rounds=rounds,
         warmup_rounds=0, epochs=settings.epochs, **threads_info(settings, device, world_size), steps=steps,
         images=images, nodes=2, nproc_per_node=world_size // 2, network=runs[0]["network"],
         namespaces=runs[0]["namespaces"], rendezvous=runs[0]["rdzv"], command=runs[0]["command"],

@@ -21,9 +21,10 @@ import statistics
 
 import pytest
 
-from phasebench import registry
+from phasebench import registry, schema
 from phasebench.utilization import phase_cpu
 from phasebench.worker.client import PhaseRound, worker_clock
+from phasebench.worker.protocol import EnsembleStart, EnsembleStep, EnsembleStop
 
 CHECKED_STEPS = 2  # the first step's losses tell the members apart; the second follows it
 
@@ -35,18 +36,18 @@ def test_ensemble(benchmark, worker_for, utilization_of, settings, impl, device,
     steps = []
 
     def one_step():
-        reply = worker.request({"cmd": "ensemble_step"})
+        reply = worker.request(EnsembleStep())
         worker_clock.advance(reply["ns"])
         steps.append(reply)
 
     benchmark.group = f"ensemble-{models}"
-    benchmark.extra_info.update(
-        implementation=impl, language=registered.language, reference=registered.pair, device=device,
-        phase=f"ensemble-{models}", **workload.as_info(), note=registered.notes.get(device), models=models,
+    schema.write(
+        benchmark, schema.EnsembleInfo, implementation=impl, language=registered.language,
+        reference=registered.pair, device=device, phase=f"ensemble-{models}", **workload.as_info(), note=registered.notes.get(device), models=models,
         ensemble=registered.ensemble, seeds=f"1..{models}", rounds=settings.rounds,
         warmup_rounds=settings.warmup_rounds, threads=settings.threads, timer_floor_s=worker.timer_floor_ns / 1e9,
         clock="one step of every member; the batch is loaded and copied to the device before the clock starts")
-    worker.request({"cmd": "ensemble_start", "models": models})
+    worker.request(EnsembleStart(models))
     try:
         with utilization_of(worker):
             benchmark.pedantic(one_step, rounds=settings.rounds, warmup_rounds=settings.warmup_rounds, iterations=1)
@@ -54,12 +55,12 @@ def test_ensemble(benchmark, worker_for, utilization_of, settings, impl, device,
             one_step()
     finally:
         if worker.alive():
-            worker.request({"cmd": "ensemble_stop"})  # the long-lived worker goes on without its M models
+            worker.request(EnsembleStop())  # the long-lived worker goes on without its M models
 
     counted = steps[-settings.rounds:] if benchmark.enabled else steps
     step_median_s = statistics.median(step["ns"] for step in counted) / 1e9
-    benchmark.extra_info.update(step_median_s=step_median_s, model_step_median_s=step_median_s / models,
-                                **phase_cpu([as_round(step) for step in counted]))
+    schema.write(benchmark, schema.EnsembleInfo, step_median_s=step_median_s,
+                 model_step_median_s=step_median_s / models, **phase_cpu([as_round(step) for step in counted]))
 
     problems = [f"step {i}: {len(step['losses'])} losses for {models} models, or not all finite and below 10: "
                 f"{step['losses'][:4]}" for i, step in enumerate(steps)

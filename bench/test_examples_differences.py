@@ -5,7 +5,7 @@ languages, so the README can say what leaving it out saves per step (on cuda it 
 
 import pytest
 
-from phasebench import registry
+from phasebench import registry, schema
 from phasebench.utilization import phase_cpu
 from phasebench.worker.client import worker_clock
 
@@ -25,12 +25,11 @@ def test_loss_item(benchmark, worker_for, utilization_of, settings, impl, device
         taken.append(timed)
 
     benchmark.group = "loss_item"
-    benchmark.extra_info.update(implementation=impl, device=device, phase="loss_item", **workload.as_info(),
-                                rounds=settings.rounds,
-                                warmup_rounds=settings.warmup_rounds, threads=settings.threads,
-                                timer_floor_s=worker.timer_floor_ns / 1e9)
+    schema.write(benchmark, schema.LossItemInfo, implementation=impl, device=device, phase="loss_item",
+                 **workload.as_info(), rounds=settings.rounds, warmup_rounds=settings.warmup_rounds,
+                 threads=settings.threads, timer_floor_s=worker.timer_floor_ns / 1e9)
     with utilization_of(worker):  # the worker's CPU and GPU during the rounds, as test_phase records them
         benchmark.pedantic(one_round, rounds=settings.rounds, warmup_rounds=settings.warmup_rounds, iterations=1)
     # The read's own CPU use over its timed bodies, as test_phase records a phase's.
-    benchmark.extra_info.update(**phase_cpu(taken[-settings.rounds:] if benchmark.enabled else taken))
+    schema.write(benchmark, schema.LossItemInfo, **phase_cpu(taken[-settings.rounds:] if benchmark.enabled else taken))
     assert losses and all(loss is not None and 0 < loss < 10 for loss in losses), f"losses read: {losses[:5]}"

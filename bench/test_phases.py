@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from phasebench import registry
+from phasebench import registry, schema
 from phasebench.plugin import RUN_ORDER
 from phasebench.registry import ONE_SHOT_PHASES
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
@@ -165,11 +165,10 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
         taken.append((worker, timed.ns, timed))
 
     benchmark.group = phase
-    benchmark.extra_info.update(implementation=impl, language=registered.language, reference=registered.pair,
-                                device=device, phase=phase, **workload.as_info(), rounds=settings.rounds,
-                                warmup_rounds=settings.warmup_rounds, threads=settings.threads,
-                                processes=settings.processes, order=request.node.stash.get(RUN_ORDER, None),
-                                note=registered.notes.get(device))
+    schema.write(benchmark, schema.PhaseInfo, implementation=impl, language=registered.language,
+                 reference=registered.pair, device=device, phase=phase, **workload.as_info(), rounds=settings.rounds,
+                 warmup_rounds=settings.warmup_rounds, threads=settings.threads, processes=settings.processes,
+                 order=request.node.stash.get(RUN_ORDER, None), note=registered.notes.get(device))
     # With several processes, no one worker's CPU is the case's: utilization then watches the device only.
     watched = pooled() if settings.processes == 1 else types.SimpleNamespace(pid=None, device=device, impl=impl)
     try:
@@ -190,12 +189,12 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
     first = settings.warmup_rounds if settings.processes == 1 and not one_shot else 0
     counted = taken[first:first + settings.rounds] if benchmark.enabled else taken
     floors = [worker.timer_floor_ns for worker in rounds.workers]
-    benchmark.extra_info.update(timer_floor_s=statistics.median(floors) / 1e9,
-                                timer_floors_s=[floor / 1e9 for floor in floors],
-                                **phase_cpu([timed for _, _, timed in counted]),
-                                **phase_faults([timed for _, _, timed in counted]))
+    schema.write(benchmark, schema.PhaseInfo, timer_floor_s=statistics.median(floors) / 1e9,
+                 timer_floors_s=[floor / 1e9 for floor in floors], **phase_cpu([timed for _, _, timed in counted]),
+                 **phase_faults([timed for _, _, timed in counted]))
     if settings.count:
-        benchmark.extra_info.update(counted_info([timed.counted for _, _, timed in counted], rounds.workers))
+        schema.write(benchmark, schema.CountedPhaseInfo,
+                     **counted_info([timed.counted for _, _, timed in counted], rounds.workers))
 
     resident = device == "cpu" or registered.split_on_device
     products = [timed.product for _, _, timed in taken]

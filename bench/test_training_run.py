@@ -22,10 +22,11 @@ from contextlib import contextmanager, nullcontext
 
 import pytest
 
-from phasebench import registry
+from phasebench import registry, schema
 from phasebench.registry import ONE_SHOT_PHASES
 from phasebench.spec import LOG_INTERVAL
 from phasebench.worker.client import describe_exit, worker_clock
+from phasebench.worker.protocol import Train
 
 CHECK_STEPS = 3 * LOG_INTERVAL + 1  # every phase runs, progress_print four times
 HEARTBEAT_S = 15.0  # how often a long round says where it is
@@ -88,8 +89,7 @@ def train_in_fresh_worker(spawn, settings, synchronize: bool, watch=nullcontext,
     beating = heartbeat(say, label, worker.log_path, **shape) if say else nullcontext()
     try:
         with watch(worker), beating:
-            reply = worker.request({"cmd": "train", "epochs": settings.epochs, "synchronize": synchronize,
-                                    "max_steps": max_steps},
+            reply = worker.request(Train(settings.epochs, synchronize, max_steps),
                                    timeout=settings.round_timeout * (settings.epochs + one_shot))
     finally:
         stop_ns = time.perf_counter_ns()
@@ -156,13 +156,10 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
     every = runs + ([free] if free else [])
 
     summed_ns = [sum(run["phase_ns"][name] for name in timed_names) for run in runs]
-    benchmark.extra_info.update(
-        implementation=impl, language=registry.get(impl).language, reference=registry.get(impl).pair,
+    schema.write(
+        benchmark, schema.TrainingRunInfo, implementation=impl, language=registry.get(impl).language, reference=registry.get(impl).pair,
         device=device, phase="training_run", **workload.as_info(), epochs=settings.epochs,
         rounds=settings.run_rounds, warmup_rounds=0, threads=settings.threads, steps=runs[0]["steps"],
-        # What setup_s holds, in both languages alike; results saved before it was recorded held torchvision's
-        # import in Python's set-up (docs/architecture.md#set-up-the-same-kind-of-work-in-both-languages).
-        setup_holds="opening both splits, building the model and optimizer; the libraries loaded before the clock",
         summed_s=[ns / 1e9 for ns in summed_ns], summed_median_s=statistics.median(summed_ns) / 1e9,
         program_s=[run["program_ns"] / 1e9 for run in runs], process_total_s=[run["total_ns"] / 1e9 for run in runs],
         **{f"{name}_median_s": statistics.median(run[f"{name}_ns"] for run in runs) / 1e9

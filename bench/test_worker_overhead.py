@@ -7,6 +7,7 @@ round trip is not billed to the phases."""
 import statistics
 import time
 
+from phasebench import schema
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 
 
@@ -23,15 +24,16 @@ def test_worker_overhead(benchmark, worker_for, utilization_of, settings, impl, 
         inside.append(ns)
 
     benchmark.group = "worker_overhead"
-    benchmark.extra_info.update(implementation=impl, device=device, phase="worker_overhead", **DEFAULT_WORKLOAD.as_info(),
-                                rounds=settings.rounds, warmup_rounds=settings.warmup_rounds)
+    schema.write(benchmark, schema.WorkerOverheadInfo, implementation=impl, device=device, phase="worker_overhead",
+                 **DEFAULT_WORKLOAD.as_info(), rounds=settings.rounds, warmup_rounds=settings.warmup_rounds)
     with utilization_of(worker):
         benchmark.pedantic(round_trip, rounds=settings.rounds, warmup_rounds=settings.warmup_rounds, iterations=1)
     while len(round_trips) < 20:  # under --benchmark-disable, enough round trips for a median
         round_trip()
 
     inside_ns, round_trip_ns = statistics.median(inside), statistics.median(round_trips)
-    benchmark.extra_info.update(in_worker_noop_median_ns=inside_ns, round_trip_median_ns=round_trip_ns)
+    schema.write(benchmark, schema.WorkerOverheadInfo, in_worker_noop_median_ns=inside_ns,
+                 round_trip_median_ns=round_trip_ns)
     # On cuda the empty phase still holds its two device synchronizations (about 10 µs on an H200),
     # so the bound is a third, not a tenth: were messaging inside, the two would be about equal.
     assert inside_ns < round_trip_ns / 3, (

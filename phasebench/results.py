@@ -2,27 +2,13 @@
 implementations compared in them, and the measurement method that made them.
 
 The leaf that phasebench.report, phasebench.gate and the plugin read saved results through. It imports no
-torch and nothing of the suite beyond phasebench.spec and phasebench.registry (tests/test_layers.py).
+torch and nothing of the suite beyond phasebench.schema, phasebench.spec and phasebench.registry (tests/test_layers.py).
 
-The method version is recorded in every saved result (machine_info["phasebench"]["method"]). Results
-measured by different methods are not compared: `--benchmark-compare`, `python -m phasebench.gate` and
-`python -m phasebench.gate.paired` refuse them in one line. Raise the version whenever what a clock holds
-changes.
-
-1. (no "method" recorded) Phases timed with what earlier rounds left freed inside the clock; training
-   run Total Time from spawning the worker to its exit.
-2. Each phase's preparation releases what earlier rounds left; the lean timer (nothing but the body
-   between the clock reads on cpu, the cheapest synchronization on cuda) with its floor recorded;
-   dropout masks drawn alike in both languages; training run Total Time is the program's own time in
-   the worker, from before its dataset is opened to its last step.
-3. Each trainer opens the test split at creation, as the published programs do: the worker's heap is no
-   longer returned to the kernel after every step and faulted back in inside the clocks (docs/page-faults.md);
-   python-tensor normalizes per index as LibTorch does (no torchvision argument checks); the page faults
-   across every round and run are recorded.
-
-Which metric a result holds is recorded beside its method (machine_info["phasebench"]["metric"]: "time", or
-"instructions" for `--count instructions`, docs/instruction-counts.md; none recorded is time). A count is never
-compared with a time: mismatch() refuses it as it refuses another method.
+The format of what they hold (every record's keys) and the measurement method that made them are
+phasebench/schema.py's: results measured by different methods are not compared (`--benchmark-compare`,
+`python -m phasebench.gate` and `python -m phasebench.gate.paired` refuse them in one line), nor a count with a
+time (machine_info["phasebench"]["metric"]: "time", or "instructions" for `--count instructions`,
+docs/instruction-counts.md; none recorded is time).
 """
 
 from __future__ import annotations
@@ -30,9 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from phasebench import registry, spec
-
-METHOD_VERSION = 3
+from phasebench import registry, schema
+from phasebench.schema import METHOD_VERSION  # noqa: F401 (read here by the plugin and the gate)
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 DEFAULT_STORAGE = f"file://{ROOT / '.benchmarks'}"  # phasebench/plugin/__init__.py's default for --benchmark-storage
@@ -42,24 +27,24 @@ DEFAULT_STORAGE = f"file://{ROOT / '.benchmarks'}"  # phasebench/plugin/__init__
 
 def method_of(result: dict) -> int:
     """The method a saved pytest-benchmark result was measured by (1 where none is recorded)."""
-    return ((result.get("machine_info") or {}).get("phasebench") or {}).get("method") or 1
+    return schema.machine_of(result).method
 
 
 def metric_of(result: dict) -> str:
     """What a saved result's statistics hold: "time" (seconds), or "instructions" (1e-9 per instruction)."""
-    return ((result.get("machine_info") or {}).get("phasebench") or {}).get("metric") or "time"
+    return schema.machine_of(result).metric or "time"
 
 
 def mismatch(baseline_path, baseline: dict, current_method: int, current_metric: str = "time") -> str | None:
     """One line when a baseline was measured by another method or metric than this run's, else None."""
     method, metric = method_of(baseline), metric_of(baseline)
     if metric != current_metric:
-        return (f"{baseline_path} holds {metric}, this run {current_metric} (see phasebench/results.py): a count is "
+        return (f"{baseline_path} holds {metric}, this run {current_metric} (see phasebench/schema.py): a count is "
                 f"never compared with a time; measure a baseline of the same metric")
     if method == current_method:
         return None
     return (f"{baseline_path} was measured by phasebench method {method}, this run by method {current_method} "
-            f"(see phasebench/results.py): their timings are not comparable; measure a new baseline")
+            f"(see phasebench/schema.py): their timings are not comparable; measure a new baseline")
 
 
 # -- finding and reading them ---------------------------------------------------------------------------
@@ -104,7 +89,7 @@ def baseline_error(path: Path) -> str | None:
         stats = bench.get("stats") if isinstance(bench, dict) else None
         if not isinstance(stats, dict) or "median" not in stats or "fullname" not in bench:
             return f"benchmark #{index} has no fullname or stats.median"
-    return None
+    return schema.problem(saved)
 
 
 def load(path, prog: str) -> dict:
@@ -123,6 +108,9 @@ def read_result(path: Path, prog: str = "phasebench.report") -> dict:
         raise SystemExit(f"{prog}: {path}: cannot read it as JSON ({error})") from None
     if not isinstance(result, dict) or not isinstance(result.get("benchmarks"), list):
         raise SystemExit(f"{prog}: {path}: no 'benchmarks' list; not a pytest-benchmark result")
+    why = schema.problem(result)
+    if why:
+        raise SystemExit(f"{prog}: {path}: {why}")
     return result
 
 
@@ -133,20 +121,20 @@ def case_key(bench: dict) -> tuple[str, str, str, str] | None:
     is not a phasebench case. The one place that turns a result into its key (the report and the gate read it);
     results saved before workloads existed are of the published workload, id ''. A data-parallel case's workload
     id ends in its world size ('world2', 'w4-b256-world2'), so that world sizes never collide."""
-    info = bench.get("extra_info") or {}
-    if not {"phase", "device", "implementation"} <= info.keys():
+    info = schema.info_of(bench)
+    if info is None or info.device is None or info.implementation is None:
         return None
-    workload = spec.of_info(info).id
-    if info.get("world_size"):
-        workload = "-".join(filter(None, (workload, f"world{info['world_size']}")))
-    return info["phase"], info["implementation"], info["device"], workload
+    workload = schema.workload_of(info).id
+    if getattr(info, "world_size", None):
+        workload = "-".join(filter(None, (workload, f"world{info.world_size}")))
+    return info.phase, info.implementation, info.device, workload
 
 
 def all_cases(result: dict, distributed: bool = False) -> dict[tuple[str, str, str, str], dict]:
     """(phase, implementation, device, workload id) -> benchmark, for every one-process phasebench case of a result;
     with distributed=True, for every data-parallel case instead (extra_info["world_size"]; docs/distributed.md)."""
     return {key: bench for bench in result["benchmarks"]
-            if (key := case_key(bench)) and bool((bench.get("extra_info") or {}).get("world_size")) == distributed}
+            if (key := case_key(bench)) and bool(getattr(schema.info_of(bench), "world_size", None)) == distributed}
 
 
 def ratio_pairs(names) -> list[tuple[str, str]]:

@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from phasebench import schema
 from phasebench.gpu_sampling import POLL_INTERVAL_S, GpuWindow, gpu_readers, summarize  # noqa: F401  (re-exported)
 
 CLOCK_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
@@ -306,7 +307,7 @@ class Monitor:
         (test_concurrent_jobs); with neither, several workers of which none is known (cpu null)."""
         if not self.sampling:
             yield
-            benchmark.extra_info.update(gpu=None, cpu=None)
+            schema.write(benchmark, schema.Utilization, gpu=None, cpu=None)
             return
         gpu = self._gpu_window(worker)
         if gpu:
@@ -318,7 +319,7 @@ class Monitor:
             cpu_result = cpu.stop() if cpu else None
         finally:
             gpu_result = gpu.stop() if gpu else None  # the thread stops even when the block fails
-        benchmark.extra_info.update(gpu=gpu_result, cpu=cpu_result)
+        schema.write(benchmark, schema.Utilization, gpu=gpu_result, cpu=cpu_result)
         if benchmark.enabled:
             label = "-".join(filter(None, (worker.impl, worker.device, benchmark.extra_info.get("workload"))))
             self.records.append(Record(benchmark.group, label, gpu_result, cpu_result))

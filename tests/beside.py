@@ -1,13 +1,13 @@
-"""Work a test hands to a second lane (conftest.py's `beside` marker): child processes, or a function, that need
+"""Work a test hands to a second lane (tests/conftest.py's `beside` marker): child processes, or a function, that need
 only the built C++ library and nothing from the tests before them. Run one after the other, the test command's
 tests kept this machine's two cores about 1.4 busy, and its slowest checks are such work
 (docs/options.md#the-test-command).
 
-conftest.py runs the marked tests last, the longest work first (the marker's cost_s, its rough seconds here). Their
+tests/conftest.py runs the marked tests last, the longest work first (the marker's cost_s, its rough seconds here). Their
 work is queued in that order as soon as the library is built, and one lane thread takes it from the near end, while
 the other tests run; by the time the tests reach the marked ones most of their work is done, and the lane ends on
 short work, which is what the last tests wait on.
-Only where the run times nothing (the test command, conftest.py's nothing_timed): beside a timed case the work
+Only where the run times nothing (the test command, tests/conftest.py's nothing_timed): beside a timed case the work
 would be inside its clock, so there each test does its own. A marked test whose work the lane has not taken does it itself; one
 whose work the lane is doing meanwhile does the work at the far end of the queue, then awaits its own. (One lane,
 not one thread per piece of work: started all at once, three such checks slowed the tests beside them as much as

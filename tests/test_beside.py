@@ -1,5 +1,5 @@
 """The lane beside the tests (tests/beside.py): who does which work, and when; and that it runs only where nothing is
-timed (conftest.py's nothing_timed). In-process, with a lane of each test's own."""
+timed (tests/conftest.py's nothing_timed). In-process, with a lane of each test's own."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import conftest
+from tests import conftest
 from tests.beside import Lane
 
 MAIN = threading.current_thread().name
@@ -107,7 +107,7 @@ def test_the_python_bench_cases_go_before_the_cpp_ones():
     tests/ items after them untouched; an order in which the bench cases are not all first is left alone."""
     def item(where: str, impl: str | None = None):
         params = {"impl": impl} if impl else {}
-        return types.SimpleNamespace(path=Path(conftest.__file__).parent / where, callspec=types.SimpleNamespace(params=params),
+        return types.SimpleNamespace(path=Path(conftest.__file__).parents[1] / where, callspec=types.SimpleNamespace(params=params),
                                      name=f"{where}[{impl}]")
 
     jobs_py, jobs_cpp, jobs_batched = (item("bench/test_concurrent_jobs.py", impl)
@@ -127,7 +127,7 @@ def test_the_marked_tests_run_last_longest_work_first():
     first, those of equal cost (a once=True piece of work's tests) in their order."""
     def item(name: str, **marker):
         found = types.SimpleNamespace(args=(None,), kwargs=marker) if marker else None
-        return types.SimpleNamespace(name=name, fixturenames=("benchmark",), path=Path(conftest.__file__),
+        return types.SimpleNamespace(name=name, fixturenames=("benchmark",), path=Path(conftest.__file__).parents[1] / "conftest.py",
                                      get_closest_marker=lambda name: found if name == "beside" else None)
 
     config = types.SimpleNamespace(getoption=lambda name: False)  # a timed run: the bench order is left alone

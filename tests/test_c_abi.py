@@ -1,4 +1,4 @@
-"""The C ABI (cpp/include/phasebench.h, and the test-only cpp/include/phasebench_testing.h) never crashes its
+"""The C ABI (cpp/include/phasebench.h, and the testing build's cpp/include/phasebench_testing.h) never crashes its
 caller (docs/faults.md#faults-and-bad-input).
 
 A null, made-up or destroyed handle, an unknown phase, a wrong buffer length and bad options each
@@ -28,12 +28,13 @@ import pytest
 
 from phasebench.worker import build, cpp_lib
 from phasebench.worker.client import ROOT, describe_exit
+from tests.knobs_worker import slow_cpp
 
 PB_ERROR = 1  # cpp/include/phasebench.h
 PARAM_COUNT = 21840  # the Net's parameters
 EPOCH_BATCHES = 938
-ALL_SIGNATURES = cpp_lib._SIGNATURES | cpp_lib._TESTING_SIGNATURES
-SESSION_FUNCTIONS = [name for name in ALL_SIGNATURES if name not in ("pb_create", "pb_abi_version")]
+ALL_SIGNATURES = cpp_lib._SIGNATURES | cpp_lib.TESTING_SIGNATURES
+SESSION_FUNCTIONS = [name for name in cpp_lib._SIGNATURES if name not in ("pb_create", "pb_abi_version")]
 CPP = ROOT / "cpp"
 BATCH = 64
 
@@ -159,13 +160,6 @@ def _probes() -> dict:
         "ensemble-destroy": (lambda c: c.lib.pb_ensemble_destroy(c.live), None),
         "ensemble-step-after-destroy": (lambda c: _ensemble_step(c.lib, c.live, 2),
                                         "no ensemble: call pb_ensemble_create first"),
-        # The test-only slow knob (phasebench_testing.h): bad values; then one that costs nothing (noop, 0 ns).
-        "testing-slow-phase-null-phase": (lambda c: c.lib.pb_testing_slow_phase(c.live, None, 0, 0.0), "null phase name"),
-        "testing-slow-phase-negative-ns": (lambda c: c.lib.pb_testing_slow_phase(c.live, b"forward", -1, 0.0),
-                                           "neither may be negative"),
-        "testing-slow-phase-negative-fraction": (lambda c: c.lib.pb_testing_slow_phase(c.live, b"forward", 0, -0.5),
-                                                 "neither may be negative"),
-        "testing-slow-phase": (lambda c: c.lib.pb_testing_slow_phase(c.live, b"noop", 0, 0.0), None),
         # After all of the above (pb_destroy with the stale handle among them), both sessions still train.
         "session-still-works": (lambda c: _run_phase(c.lib, c.live, b"train_step"), None),
         "newer-session-still-works": (lambda c: _run_phase(c.lib, c.newer, b"train_step"), None),
@@ -194,8 +188,8 @@ def run_probes(library: str, root: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def probe_results(cpp_library, settings) -> tuple[dict, str | None]:
-    """({probe: (status, message)}, how the child died or None)."""
+def probe_results(cpp_library, settings, testing_build) -> tuple[dict, str | None]:
+    """({probe: (status, message)}, how the child died or None); the testing build starts beside them."""
     child = subprocess.run([sys.executable, "-m", "tests.test_c_abi", cpp_library, settings.source.root],
                            cwd=ROOT, env=os.environ | build.sanitizer_runtime_env(), capture_output=True, text=True,
                            timeout=300)
@@ -231,9 +225,9 @@ def _declared(header: str) -> set[str]:
 
 
 def test_every_header_function_is_bound_and_probed():
-    """The production ABI and the test-only one, each bound by its own table: no test knob in phasebench.h."""
+    """The production ABI and the testing build's, each bound by its own table: no test knob in phasebench.h."""
     assert _declared("phasebench.h") == set(cpp_lib._SIGNATURES) | {"pb_last_error"}
-    assert _declared("phasebench_testing.h") == set(cpp_lib._TESTING_SIGNATURES)
+    assert _declared("phasebench_testing.h") == set(cpp_lib.TESTING_SIGNATURES)
 
 
 def test_every_extern_c_function_catches_everything():
@@ -271,8 +265,8 @@ BUSY_STEPS = 400  # a training run that is still going when pb_destroy is called
 
 
 def session_checks(library: str, root: str) -> None:
-    """The child process for the tests of session_seen: one JSON line of what it saw."""
-    lib = cpp_lib.load(library)
+    """The child process for the tests of session_seen (`library`: the testing build): one JSON line of what it saw."""
+    lib = cpp_lib.load_testing(library)
     seen = {}
     # The caller's strings: pb_options.loader says "published" at pb_create, and the slow knob's phase names no
     # phase when pb_testing_slow_phase is called; the caller then writes "prefetch" and "forward" into the same
@@ -292,10 +286,20 @@ def session_checks(library: str, root: str) -> None:
     totals, steps, _, _ = trainer.train(1, True, max_steps=3)
     seen["forward_ns_for_3_steps"] = totals["forward"]
     seen["phase_names"], seen["run_totals"] = trainer.phase_names(), totals
-    # The slow knob as the gate sets it: CppTrainer's keywords, through pb_testing_slow_phase.
-    slowed = cpp_lib.CppTrainer(lib, root, log_path="/dev/null", slow_phase="loss", slow_ns=SLOW_NS)
-    seen["slowed_loss_ns"] = slowed.run_phase("loss")[0]
+    # The slow knob as the testing worker sets it (tests/knobs_worker.py's slow_cpp), through pb_testing_slow_phase;
+    # then its bad calls: bad values, a null, destroyed or made-up handle (the last call costs nothing: noop, 0 ns).
+    slowed = cpp_lib.CppTrainer(lib, root, log_path="/dev/null")
+    slow_cpp(library, slowed, "loss", slow_ns=SLOW_NS)
+    seen["slowed_loss_ns"] = slowed.run_phase("loss").ns
     seen["slowed_run_loss_ns"] = slowed.train(1, True, max_steps=2)[0]["loss"]
+    live = slowed.handle
+    calls = {"null-handle": (None, b"noop", 0, 0.0), "null-phase": (live, None, 0, 0.0), "negative-ns": (live, b"forward", -1, 0.0),
+             "negative-fraction": (live, b"forward", 0, -0.5), "accepted": (live, b"noop", 0, 0.0)}
+    seen["testing_probes"] = {}
+    for probe, args in calls.items():
+        seen["testing_probes"][probe] = [lib.pb_testing_slow_phase(*args), lib.pb_last_error().decode()]
+    status = lib.pb_testing_slow_work(live, b"forward", -1)
+    seen["testing_probes"]["negative-work"] = [status, lib.pb_last_error().decode()]
     slowed.close()
     # A session in use: pb_destroy from this thread while another thread is inside pb_train (ctypes releases the
     # GIL for the call) is refused, and the run finishes; once it has returned, pb_destroy succeeds.
@@ -318,10 +322,22 @@ def session_checks(library: str, root: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def session_seen(cpp_library, settings) -> dict:
+def testing_build():
+    """The testing build (build.py's variant "testing"), built in the background from the probes on (they start it),
+    beside the probes of the production library: `testing_build()` waits for its path. tests/test_exports.py uses it
+    once built."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(build.library_path, variant="testing")
+        yield lambda: str(future.result())
+
+
+@pytest.fixture(scope="module")
+def session_seen(cpp_library, testing_build, settings) -> dict:
     # One intra-op thread: with two, on this 2-core machine at load 5-6, 3 steps' forward took 180-580 ms (spinning
     # OpenMP threads) against the 3 × SLOW_NS that a library keeping the phase's pointer would add; with one, 18-34 ms.
-    child = subprocess.run([sys.executable, "-m", "tests.test_c_abi", "--session", cpp_library, settings.source.root],
+    child = subprocess.run([sys.executable, "-m", "tests.test_c_abi", "--session", testing_build(), settings.source.root],
                            cwd=ROOT, env=os.environ | build.sanitizer_runtime_env() | {"OMP_NUM_THREADS": "1"},
                            capture_output=True, text=True, timeout=300)
     assert child.returncode == 0, f"the child died with {describe_exit(child.returncode)}:\n{child.stderr[-3000:]}"
@@ -352,10 +368,21 @@ def test_the_run_totals_a_whole_step_as_step_in_run(session_seen):
 
 
 def test_the_slow_knob_slows_its_phase_and_its_run_total(session_seen):
-    """The test-only knob (phasebench_testing.h), set as CppTrainer's slow_phase and slow_ns: the loss phase, and
+    """The testing build's knob (phasebench_testing.h), set as the testing worker sets it: the loss phase, and
     the training run's loss total (two steps), each spin the slowdown inside their clocks."""
     assert session_seen["slowed_loss_ns"] >= SLOW_NS
     assert session_seen["slowed_run_loss_ns"] >= 2 * SLOW_NS
+
+
+def test_the_testing_entry_points_refuse_bad_calls(session_seen):
+    expected = {"null-handle": "null session handle", "null-phase": "null phase name",
+                "negative-ns": "neither may be negative", "negative-fraction": "neither may be negative",
+                "negative-work": "neither may be negative", "accepted": None}
+    for probe, (status, message) in session_seen["testing_probes"].items():
+        if expected[probe] is None:
+            assert status == cpp_lib.PB_OK, f"{probe}: {message}"
+        else:
+            assert status == PB_ERROR and expected[probe] in message, f"{probe}: {status}, {message!r}"
 
 
 if __name__ == "__main__":

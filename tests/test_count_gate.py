@@ -5,12 +5,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from phasebench import results
 from phasebench.gate import counts
 from phasebench.gate.decide import decide, table
+from phasebench.gate.verdict import Verdict
 from phasebench.worker import counting
 from tests.test_paired import runs
 
@@ -33,20 +35,50 @@ BASE = {"forward-python-cpu": [36_550_000, 36_560_000, 36_555_000], "backward-cp
 
 def test_a_two_percent_regression_fails_and_an_improvement_is_reported():
     head = {"forward-python-cpu": [37_281_000] * 3, "backward-cpp-cpu": [19_000_000] * 3}
-    rows = {r["case"].split("[")[1][:-1]: r for r in counts.decide(counted_result(BASE), counted_result(head), {})}
-    assert rows["forward-python-cpu"]["verdict"] == "regression"
-    assert rows["forward-python-cpu"]["threshold_pct"] == 0.5  # 10 × 0.03 % spread is under the 0.5 % minimum
-    assert rows["backward-cpp-cpu"]["verdict"] == "improvement"
+    rows = {r.case.split("[")[1][:-1]: r for r in counts.decide(counted_result(BASE), counted_result(head), {})}
+    assert rows["forward-python-cpu"].verdict is Verdict.REGRESSED and rows["forward-python-cpu"].verdict.fails
+    assert rows["forward-python-cpu"].threshold_pct == 0.5  # 10 × 0.03 % spread is under the 0.5 % minimum
+    assert rows["backward-cpp-cpu"].verdict is Verdict.IMPROVED and not rows["backward-cpp-cpu"].verdict.fails
     text = counts.markdown(list(rows.values()))
-    assert "**REGRESSION**" in text and "the gate FAILS" in text and "1 improvement(s)" in text
+    assert "| **regressed** |" in text and "the gate FAILS" in text and "1 improvement(s)" in text
+
+
+def test_the_gate_json_and_exit_status_follow_the_outcome(tmp_path):
+    """gate.json shows each verdict as its word; a case in one side alone is reported, never failing."""
+    head = {"forward-python-cpu": [37_281_000] * 3, "loss-python-cpu": [1_000_000] * 3}
+    base, head_file, out = tmp_path / "base.json", tmp_path / "head.json", tmp_path / "gate.json"
+    base.write_text(json.dumps(counted_result(BASE)))
+    head_file.write_text(json.dumps(counted_result(head)))
+    assert counts.main(["--base", str(base), "--head", str(head_file), "--json", str(out)]) == 1
+    verdicts = {row["case"].split("[")[1][:-1]: row["verdict"] for row in json.loads(out.read_text())["rows"]}
+    assert verdicts == {"forward-python-cpu": "regressed", "backward-cpp-cpu": "only in base",
+                        "loss-python-cpu": "only in head"}
+    assert counts.main(["--base", str(base), "--head", str(base)]) == 0
+
+
+def test_the_gate_owns_its_thresholds_and_a_missing_file_fails_naming_it(tmp_path, capsys, monkeypatch):
+    """By default the thresholds are the gate's own file, shipped beside it; a thresholds file that is missing or
+    unreadable, its own or one --spread names, fails the gate (exit 2) in one line that names it."""
+    assert counts.DEFAULT_SPREAD.parent == Path(counts.__file__).parent
+    assert counts.load_spreads(counts.DEFAULT_SPREAD)  # every case of the default pair on cpu
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(counted_result(BASE)))
+    capsys.readouterr()
+    for spread, problem in ((tmp_path / "gone.json", "does not exist"), (base, "is unreadable")):
+        assert counts.main(["--base", str(base), "--head", str(base), "--spread", str(spread)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"thresholds file {spread} {problem}" in err, err
+    monkeypatch.setattr(counts, "DEFAULT_SPREAD", tmp_path / "count_spread.json")
+    assert counts.main(["--base", str(base), "--head", str(base)]) == 2
+    assert f"thresholds file {tmp_path / 'count_spread.json'} does not exist" in capsys.readouterr().err
 
 
 def test_the_threshold_is_ten_times_the_measured_spread():
     spread = {"bench/test_phases.py::test_phase[forward-python-cpu]": 0.2}
     head = {"forward-python-cpu": [37_281_000] * 3, "backward-cpp-cpu": [20_000_000] * 3}
     rows = counts.decide(counted_result(BASE), counted_result(head), spread)
-    forward = next(r for r in rows if "forward" in r["case"])
-    assert forward["threshold_pct"] == 2.0 and forward["verdict"] == "unchanged"  # +2.0 % is not beyond 2.0 %
+    forward = next(r for r in rows if "forward" in r.case)
+    assert forward.threshold_pct == 2.0 and forward.verdict is Verdict.UNCHANGED  # +2.0 % is not beyond 2.0 %
 
 
 def test_not_comparable_passes_with_a_note(tmp_path):
@@ -59,6 +91,14 @@ def test_not_comparable_passes_with_a_note(tmp_path):
     head.write_text(json.dumps(counted_result({k: [v[0] * 2] * 3 for k, v in BASE.items()})))
     assert counts.main(["--base", str(base), "--head", str(head), "--markdown", str(tmp_path / "gate.md")]) == 0
     assert "Not comparable" in (tmp_path / "gate.md").read_text()
+
+
+def test_the_count_study_reads_the_committed_studies_words_and_the_gates():
+    from studies.count_study import verdict_of
+
+    assert verdict_of({"verdict": "regression"}) is verdict_of({"verdict": "regressed"}) is Verdict.REGRESSED
+    assert verdict_of({"verdict": "improvement"}) is verdict_of({"verdict": "improved"}) is Verdict.IMPROVED
+    assert verdict_of({"verdict": "only in head"}) is Verdict.ONLY_IN_HEAD
 
 
 def test_a_count_is_never_compared_with_a_time():
@@ -124,16 +164,18 @@ def test_a_python_speed_up_is_no_cpp_regression_and_a_slower_cpp_fails(tmp_path)
     verdicts = decide(runs(tmp_path, "base", 5, 1, noise=0.02), runs(tmp_path, "head", 5, 2, noise=0.02, slow=faster))
     assert not [v for v in verdicts if v.failed], table(verdicts, 10, 10)
     ratio = next(v for v in verdicts if v.case == "forward python/cpp on cpu")
-    assert ratio.verdict.startswith("ratio moved, reported (test_phase[forward-cpp-cpu] not slower"), ratio.verdict
+    assert ratio.verdict is Verdict.RATIO_MOVED and ratio.detail.startswith("test_phase[forward-cpp-cpu] not slower"), (
+        ratio.text)
     slower = {"test_phase[forward-cpp-cpu]": 0.15}
     verdicts = decide(runs(tmp_path, "base", 5, 3, noise=0.02), runs(tmp_path, "head", 5, 4, noise=0.02, slow=slower))
-    failed = {v.case: v.verdict for v in verdicts if v.failed}
+    failed = {v.case: v for v in verdicts if v.failed}
     assert set(failed) == {"bench/test_phases.py::test_phase[forward-cpp-cpu]", "forward python/cpp on cpu"}, failed
-    assert "and slower in its own medians" in failed["forward python/cpp on cpu"]
+    assert {v.verdict for v in failed.values()} == {Verdict.REGRESSED}
+    assert failed["forward python/cpp on cpu"].detail.endswith("and slower in its own medians")
 
 
 def test_the_work_knob_is_parsed_for_both_languages():
-    from phasebench.gate import parse_slow_phase
+    from tests.knobs import parse_slow_phase
 
     knob = parse_slow_phase("cpp/backward:212443work", ("forward", "backward"), ("python", "cpp"))
     assert knob.work == 212443 and knob.ns == 0 and knob.fraction == 0
@@ -142,8 +184,6 @@ def test_the_work_knob_is_parsed_for_both_languages():
 
 
 def test_the_report_of_a_counted_result_shows_counts_split_and_the_interpreter_share(tmp_path):
-    from pathlib import Path
-
     from phasebench.report.cli import render
 
     saved = json.loads((Path(__file__).parents[1] / "docs/instruction-counts/spread/01.json").read_text())

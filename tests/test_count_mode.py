@@ -84,6 +84,18 @@ def test_what_cannot_be_counted_is_refused_in_one_line(tmp_path):
     assert no_valgrind.returncode == 4 and "--count instructions needs valgrind" in no_valgrind.stderr
 
 
+@needs_valgrind
+def test_rounds_given_anywhere_reach_the_count_mode():
+    """--rounds in PYTEST_ADDOPTS is the command's as much as on its line: the count mode keeps it, and its own
+    3 counted rounds stand only where nothing names the rounds (the header says which)."""
+    args = ("bench/test_phases.py", "--collect-only", "--count", "instructions", "--impl", "python")
+    unset = {name: value for name, value in os.environ.items() if name != "PYTEST_ADDOPTS"}
+    given = pytest_run(*args, env=unset | {"PYTEST_ADDOPTS": "--rounds 7"})
+    default = pytest_run(*args, env=unset)
+    assert given.returncode == 0 and " 7 counted rounds after 1 warm-up" in given.stdout, given.stdout + given.stderr
+    assert default.returncode == 0 and " 3 counted rounds after 1 warm-up" in default.stdout, default.stderr
+
+
 def test_the_heap_pad_leaves_another_heap_for_each_n(monkeypatch):
     """The count study's C-heap perturbation (PHASEBENCH_TEST_HEAP_PAD) keeps every other block of its N and does
     nothing without N."""

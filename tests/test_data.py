@@ -19,6 +19,7 @@ import pytest
 
 from phasebench import data, registry
 from phasebench.worker.client import Worker, WorkerError
+from phasebench.worker.protocol import Evaluate, Start
 from tests.test_faults import run_suite
 
 IMAGES, LABELS, TEST_LABELS = "train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-labels-idx1-ubyte"
@@ -146,8 +147,8 @@ def test_the_trainers_refuse_bad_mnist(request, settings, data_workers, bad_mnis
     worker = data_workers(impl, request.getfixturevalue("cpp_library") if impl == "cpp" else None)
     options = settings.worker_options("cpu", str(tmp_path / "progress.log"), impl=impl) | {"root": str(root)}
     with pytest.raises(WorkerError) as refused:
-        worker.request({"cmd": "start", "options": options})
-        worker.request({"cmd": "evaluate"})  # the test split is read when the accuracy is
+        worker.request(Start(options=options))
+        worker.request(Evaluate())  # the test split is read when the accuracy is
     assert expected in str(refused.value)
 
 

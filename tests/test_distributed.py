@@ -27,7 +27,9 @@ import pytest
 
 from phasebench.spec import DEFAULT
 from phasebench.worker.client import Worker, WorkerDied, WorkerError
+from phasebench.worker.protocol import DistJoin, GetParams, Phase, TrainSteps
 from phasebench.worker.world import GRACE_S, World, WorldFailed
+from tests.knobs_worker import Fault
 
 ROOT = Path(__file__).resolve().parents[1]
 WORLD = 2
@@ -50,7 +52,7 @@ def derived_tolerance(max_grad: float, steps: int = STEPS) -> float:
 
 
 def params_of(worker: Worker) -> array:
-    return array("f", base64.b64decode(worker.request({"cmd": "get_params"})["data"]))
+    return array("f", base64.b64decode(worker.request(GetParams()).data))
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +66,9 @@ def worlds(settings, cpp_library, tmp_path_factory):
                                                                                        "threads": 1}
 
     def world(impl: str, library: str | None) -> World:
-        spawns = [partial(Worker, impl, "cpu", options(impl, f"{impl}-{rank}", 0.0), settings.round_timeout, library)
-                  for rank in range(WORLD)]
+        # The testing worker (tests/knobs_worker.py): a rank of the python world is killed with its fault request.
+        spawns = [partial(Worker, impl, "cpu", options(impl, f"{impl}-{rank}", 0.0), settings.round_timeout, library,
+                          module="tests.knobs_worker") for rank in range(WORLD)]
         made = World(spawns, "cpu", TIMEOUT_S)
         made.options = lambda dropout: [options(impl, f"{impl}-{rank}-{dropout}", dropout) for rank in range(WORLD)]
         return made
@@ -100,7 +103,7 @@ def worlds(settings, cpp_library, tmp_path_factory):
 
 
 def train_world(world: World, steps: int = STEPS) -> list[array]:
-    world.request_all({"cmd": "train_steps", "steps": steps})
+    world.request_all(TrainSteps(steps))
     return [params_of(worker) for worker in world.workers]
 
 
@@ -115,7 +118,7 @@ def test_dropout_off_ranks_identical_languages_identical_one_process_within_tole
     assert python[0] == cpp[0], f"python-allreduce and cpp-allreduce differ in {differing(python[0], cpp[0])} values"
     one = worlds["one"]
     initial = params_of(one)  # the seed-1 weights every trainer starts from
-    one.request({"cmd": "train_steps", "steps": STEPS})
+    one.request(TrainSteps(STEPS))
     alone = params_of(one)
     # G, the largest gradient: no more than the largest move of a parameter over the steps, over lr.
     max_grad = max(abs(a - b) for a, b in zip(alone, initial)) / LEARNING_RATE
@@ -153,7 +156,7 @@ def test_a_failed_store_is_one_line(worlds):
     one = worlds["one"]
     started = time.monotonic()
     with pytest.raises(WorkerError) as failed:
-        one.request({"cmd": "dist_join", "rank": 1, "world": 2, "port": 1, "device": "cpu", "timeout_s": 2})
+        one.request(DistJoin(rank=1, world=2, device="cpu", timeout_s=2, port=1))
     message = str(failed.value)
     assert "rank 1 could not reach the store at 127.0.0.1:1 within 2 s" in message and "\n" not in message, message
     assert time.monotonic() - started < 30
@@ -166,7 +169,7 @@ def test_a_killed_rank_fails_its_peers_within_the_timeout(worlds):
     world = worlds["python"]
     started = time.monotonic()
     with pytest.raises(WorldFailed) as failed:
-        world.request_all([{"cmd": "phase", "name": "grad_sync"}, {"cmd": "fault", "kind": "kill"}])
+        world.request_all([Phase("grad_sync"), Fault("kill")])
     elapsed = time.monotonic() - started
     message = str(failed.value)
     assert message.index("rank 1: python-allreduce worker on cpu died with signal SIGKILL") < message.index("rank 0:"), \
@@ -305,7 +308,7 @@ class FakeRank:
     def receive(self, message, timeout=None):
         if self.answer_s is None:
             self.killed.wait(60)
-            raise WorkerDied(f"rank killed during '{message['name']}'")
+            raise WorkerDied(f"rank killed during '{message.what}'")
         time.sleep(self.answer_s)
         if self.error:
             raise self.error
@@ -331,7 +334,7 @@ def test_a_hanging_rank_is_killed_after_the_group_timeout_and_named_first(monkey
     world.workers[0].impl = "python-allreduce"
     started = time.monotonic()
     with pytest.raises(WorldFailed) as failed:
-        world.request_all({"cmd": "phase", "name": "grad_sync"})
+        world.request_all(Phase("grad_sync"))
     elapsed = time.monotonic() - started
     message = str(failed.value)
     hung = "rank 1: hung: no answer 0.6 s after a peer failed (the group's timeout, --dist-timeout 0.3 s, + 0.3 s), killed"

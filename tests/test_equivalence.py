@@ -39,6 +39,7 @@ import pytest
 from phasebench import registry
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload
+from phasebench.worker import protocol
 from phasebench.worker.client import Worker, WorkerDied, WorkerError
 
 IMPLEMENTATIONS = registry.DEFAULT_IMPLS  # the published pair: python, cpp
@@ -78,13 +79,13 @@ class Pair:
     python = property(lambda self: self.first)
     cpp = property(lambda self: self.second)
 
-    def ask_both(self, message: dict, timeout: float | None = None) -> dict[str, dict]:
+    def ask_both(self, message: protocol.Request, timeout: float | None = None) -> dict[str, dict]:
         """One worker after the other: each runs --threads intra-op threads, and two such pools at once on the
         cores meant for one spin against each other (one epoch took minutes instead of about a minute here)."""
         return {worker.impl: worker.request(message, timeout=timeout) for worker in self.workers}
 
     @staticmethod
-    def ask_at_once(workers, message: dict, timeout: float | None = None) -> dict[str, dict]:
+    def ask_at_once(workers, message: protocol.Request, timeout: float | None = None) -> dict[str, dict]:
         """Each worker is sent the request before any reply is read: for single-threaded work (a loader's batch),
         where two workers at once use two cores instead of one."""
         for worker in workers:
@@ -103,7 +104,7 @@ class Pair:
 def restart(worker: Worker, options: dict, impl: str | None = None) -> None:
     """A fresh trainer with these options in the same worker process, as a new process would build it: nothing of
     the last one is kept. `impl`: the implementation the options are (another of the worker's language)."""
-    worker.info = worker.request({"cmd": "start", "options": options})
+    worker.info = worker.request(protocol.Start(options=options))
     worker.impl, worker.log_path = impl or worker.impl, options.get("log_path")
 
 
@@ -158,7 +159,7 @@ class KeptWorkers:
         for worker in self.started:
             with contextlib.suppress(WorkerError, WorkerDied):  # one that died is closed all the same
                 if worker.alive():
-                    worker.request({"cmd": "stop"}, timeout=30)
+                    worker.request(protocol.Stop(), timeout=30)
             worker.kill()
             worker.close()
 
@@ -223,11 +224,11 @@ def fresh_pair(settings, cpp_library, kept_workers, tmp_path):
 
 
 def get_params(worker: Worker) -> np.ndarray:
-    return np.frombuffer(base64.b64decode(worker.request({"cmd": "get_params"})["data"]), dtype=np.float32)
+    return np.frombuffer(base64.b64decode(worker.request(protocol.GetParams())["data"]), dtype=np.float32)
 
 
 def set_params(worker: Worker, values: np.ndarray) -> None:
-    worker.request({"cmd": "set_params", "data": base64.b64encode(values.astype(np.float32).tobytes()).decode()})
+    worker.request(protocol.SetParams(base64.b64encode(values.astype(np.float32).tobytes()).decode()))
 
 
 def parameters(layout, flat: np.ndarray) -> dict[str, np.ndarray]:
@@ -266,7 +267,7 @@ def test_same_thread_count(deterministic, settings):
 
 
 def test_same_network(deterministic):
-    layouts = {impl: reply["layout"] for impl, reply in deterministic.ask_both({"cmd": "layout"}).items()}
+    layouts = {impl: reply["layout"] for impl, reply in deterministic.ask_both(protocol.Layout()).items()}
     assert layouts["python"] == layouts["cpp"], (
         f"parameter names or shapes differ:\n  python {layouts['python']}\n  cpp    {layouts['cpp']}")
     counts = {impl: sum(int(np.prod(shape)) for _, shape in layout) for impl, layout in layouts.items()}
@@ -276,7 +277,7 @@ def test_same_network(deterministic):
 
 
 def test_parameters_round_trip_bit_exact(deterministic):
-    layout = deterministic.python.request({"cmd": "layout"})["layout"]
+    layout = deterministic.python.request(protocol.Layout())["layout"]
     # Seed 1 already gives C++ the Python weights, so a set_params that did nothing would pass the
     # round trip of Python's weights alone: load other values first, with a -0.0 and a subnormal.
     other = np.random.default_rng(1).standard_normal(PARAM_COUNT).astype(np.float32)
@@ -302,7 +303,7 @@ def reference_batches(pair: Pair, workload: Workload, index: int) -> dict[str, d
     known = {impl: REFERENCE_BATCHES[impl, workload.id, index] for impl in pair.names
              if (impl, workload.id, index) in REFERENCE_BATCHES}
     asked = [worker for worker in pair.workers if worker.impl not in known]
-    replies = known | Pair.ask_at_once(asked, {"cmd": "batch", "index": index})
+    replies = known | Pair.ask_at_once(asked, protocol.Batch(index=index))
     for impl in pair.names:
         if impl in IMPLEMENTATIONS:
             REFERENCE_BATCHES[impl, workload.id, index] = replies[impl]
@@ -315,7 +316,7 @@ def assert_same_batches(pair: Pair, workload: Workload = DEFAULT_WORKLOAD, toler
     others cost a walk through the epoch's loader, every image through the published pipeline's transforms in
     Python): labels exact, images within `tolerance` (0: to the bit)."""
     a, b = pair.names
-    counts = pair.ask_both({"cmd": "epoch_batches"})
+    counts = pair.ask_both(protocol.EpochBatches())
     assert {impl: reply["count"] for impl, reply in counts.items()} == {impl: workload.steps_per_epoch for impl in pair.names}
     last = workload.steps_per_epoch - 1
     checked = {0: workload.batch_size} | ({last // 2: workload.batch_size, last: workload.last_batch} if walk else {})
@@ -358,11 +359,11 @@ def train_from_same_weights(pair: Pair, steps: int) -> tuple[dict[str, np.ndarra
             losses[worker.impl], weights[worker.impl] = REFERENCE_TRAINING[key]
             continue
         set_params(worker, pair.initial)
-        losses[worker.impl] = np.array(worker.request({"cmd": "train_steps", "steps": steps})["losses"])
+        losses[worker.impl] = np.array(worker.request(protocol.TrainSteps(steps=steps))["losses"])
         weights[worker.impl] = get_params(worker)
         if worker.impl in IMPLEMENTATIONS:
             REFERENCE_TRAINING[key] = losses[worker.impl], weights[worker.impl]
-    return losses, weights, pair.first.request({"cmd": "layout"})["layout"]
+    return losses, weights, pair.first.request(protocol.Layout())["layout"]
 
 
 def assert_same_training(pair: Pair, what: str, steps: int = STEPS) -> None:
@@ -398,7 +399,7 @@ def test_a_restarted_trainer_trains_as_a_new_process(kept_workers, settings, tmp
 
     def three_steps(worker: Worker) -> tuple:
         initial = get_params(worker)
-        losses = np.array(worker.request({"cmd": "train_steps", "steps": 3})["losses"])
+        losses = np.array(worker.request(protocol.TrainSteps(steps=3))["losses"])
         return initial, losses, get_params(worker)
 
     for impl in IMPLEMENTATIONS:
@@ -411,7 +412,7 @@ def test_a_restarted_trainer_trains_as_a_new_process(kept_workers, settings, tmp
             three_steps(worker)
             restart(worker, options(impl), impl)
             restarted = three_steps(worker)
-            layout = worker.request({"cmd": "layout"})["layout"]
+            layout = worker.request(protocol.Layout())["layout"]
         finally:
             kept_workers.give_back(worker)
         labels = ("new process", f"restarted after {other}")
@@ -432,21 +433,21 @@ def one_epoch_run(item, folder, library):
     training in two fresh workers that needs nothing from the tests before it."""
     def run() -> None:
         with worker_pair(item.config.phasebench, library, folder, PUBLISHED_DROPOUT) as pair:
-            layout = pair.python.request({"cmd": "layout"})["layout"]
+            layout = pair.python.request(protocol.Layout())["layout"]
             # train() starts the published run by building a new model from the generator, so set_params
             # cannot choose its weights. Seed 1 draws the same weights in both, and in fresh workers both
             # generators are in step: check it on the model built at start and on one train() builds.
             assert_bit_identical(layout, pair.initial, get_params(pair.cpp), "seed-1 initial weights")
-            pair.ask_both({"cmd": "train", "epochs": 0, "synchronize": True})
+            pair.ask_both(protocol.Train(epochs=0, synchronize=True))
             assert_bit_identical(layout, get_params(pair.python), get_params(pair.cpp),
                                  "weights train() starts from")
 
-            runs = pair.ask_both({"cmd": "train", "epochs": 1, "synchronize": True}, timeout=EPOCH_TIMEOUT_S)
+            runs = pair.ask_both(protocol.Train(epochs=1, synchronize=True), timeout=EPOCH_TIMEOUT_S)
             steps = {impl: run["steps"] for impl, run in runs.items()}
             assert steps == {impl: EPOCH_BATCHES for impl in IMPLEMENTATIONS}, f"steps in one epoch: {steps}"
             assert_bit_identical(layout, get_params(pair.python), get_params(pair.cpp),
                                  f"weights after one epoch with dropout {PUBLISHED_DROPOUT}")
-            results = pair.ask_both({"cmd": "evaluate"})
+            results = pair.ask_both(protocol.Evaluate())
             accuracy = {impl: result["accuracy"] for impl, result in results.items()}
             assert accuracy["python"] == accuracy["cpp"], (
                 f"test accuracy after one epoch from the same weights: python {accuracy['python']:.2f} %, "
@@ -565,7 +566,7 @@ def test_same_training_on_another_workload(settings, cpp_library, kept_workers, 
     the loaders cut; 20 steps of the same losses need the first 20 batches alike.)"""
     with worker_pair(settings, cpp_library, tmp_path, PUBLISHED_DROPOUT, impls, OTHER_WORKLOAD,
                      kept=kept_workers) as pair:
-        layouts = {impl: reply["layout"] for impl, reply in pair.ask_both({"cmd": "layout"}).items()}
+        layouts = {impl: reply["layout"] for impl, reply in pair.ask_both(protocol.Layout()).items()}
         assert layouts[impls[0]] == layouts[impls[1]], f"parameter names or shapes differ: {layouts}"
         assert pair.initial.size == OTHER_WORKLOAD.parameter_count, (
             f"{pair.initial.size} parameters at {OTHER_WORKLOAD.label}, expected {OTHER_WORKLOAD.parameter_count}")
@@ -606,26 +607,26 @@ class Trained:
 
 
 def ensemble_params(worker: Worker, models: int) -> list[np.ndarray]:
-    return [np.frombuffer(base64.b64decode(worker.request({"cmd": "ensemble_params", "member": k})["data"]),
+    return [np.frombuffer(base64.b64decode(worker.request(protocol.EnsembleParams(member=k))["data"]),
                           dtype=np.float32) for k in range(models)]
 
 
 def train_ensemble(worker: Worker, options: dict, models: int = ENSEMBLE_MODELS, steps: int = ENSEMBLE_STEPS) -> Trained:
     restart(worker, options)
-    worker.request({"cmd": "ensemble_start", "models": models})
+    worker.request(protocol.EnsembleStart(models=models))
     initial = ensemble_params(worker, models)
-    losses = [worker.request({"cmd": "ensemble_step"})["losses"]]
+    losses = [worker.request(protocol.EnsembleStep())["losses"]]
     first = ensemble_params(worker, models)
-    losses += [worker.request({"cmd": "ensemble_step"})["losses"] for _ in range(steps - 1)]
+    losses += [worker.request(protocol.EnsembleStep())["losses"] for _ in range(steps - 1)]
     return Trained(initial, first, ensemble_params(worker, models), np.array(losses))
 
 
 def train_alone(worker: Worker, options: dict, steps: int = ENSEMBLE_STEPS) -> Trained:
     restart(worker, options)
     initial = get_params(worker)
-    losses = worker.request({"cmd": "train_steps", "steps": 1})["losses"]
+    losses = worker.request(protocol.TrainSteps(steps=1))["losses"]
     first = get_params(worker)
-    losses += worker.request({"cmd": "train_steps", "steps": steps - 1})["losses"]
+    losses += worker.request(protocol.TrainSteps(steps=steps - 1))["losses"]
     return Trained([initial], [first], [get_params(worker)], np.array(losses)[:, None])
 
 
@@ -648,7 +649,7 @@ def ensembles(settings, kept_workers, tmp_path_factory) -> tuple[list, dict[str,
     runs = {}
     workers = {impl: kept_workers.fresh(impl, options[impl]) for impl in ("python", "cpp")}
     workers["python-vmap"] = workers["python"]  # restarted with python-vmap's options
-    layout = workers["python"].request({"cmd": "layout"})["layout"]
+    layout = workers["python"].request(protocol.Layout())["layout"]
     alone = [train_alone(workers["python"], options["python"] | {"seed": seed})
              for seed in range(1, ENSEMBLE_MODELS + 1)]
     runs["alone"] = Trained(*([member for run in alone for member in getattr(run, field)]

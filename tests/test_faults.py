@@ -3,9 +3,9 @@ running, with the signal or the timeout in the message; the next case gets a fre
 results of the cases that ran are saved even when others failed or the run was interrupted; bad
 option values are usage errors.
 
-Faults are made on purpose with the worker's test-only knob: the "fault" request, and, for whole
-suite runs in a child pytest, PHASEBENCH_TEST_FAULT=[IMPL/]PHASE:KIND[,...] (KIND: segfault,
-abort, kill or hang).
+Faults are made on purpose with the testing worker's knob (tests/knobs_worker.py): the "fault" request, and, for
+whole suite runs in a child pytest loaded with the testing plugin (-p tests.knobs),
+PHASEBENCH_TEST_FAULT=[IMPL/]PHASE:KIND[,...] (KIND: segfault, abort, kill or hang).
 """
 
 from __future__ import annotations
@@ -25,8 +25,13 @@ from pathlib import Path
 
 import pytest
 
-from phasebench import plugin, registry
-from phasebench.worker.client import ROOT, WorkerDied, WorkerPool
+from phasebench import registry
+from phasebench.plugin import guards, session
+from phasebench.worker import protocol
+from phasebench.worker.client import ROOT, WorkerDied, WorkerError, WorkerPool
+from tests.knobs_worker import Fault
+
+KNOBS = {"module": "tests.knobs_worker"}  # a worker that answers the fault request
 
 ROUND_TIMEOUT_S = 6  # the faulty run's --round-timeout: what a hung case costs it
 
@@ -41,7 +46,8 @@ def run_suite(*options: str, env: dict | None = None, timeout: float = 300) -> s
 def child_suite(*options: str, env: dict | None = None, **popen):
     """A child pytest of this suite in a process group of its own, killed on the way out with any
     worker it left behind."""
-    return child_process([sys.executable, "-u", "-m", "pytest", "-p", "no:cacheprovider", *options], env, **popen)
+    return child_process([sys.executable, "-u", "-m", "pytest", "-p", "no:cacheprovider", "-p", "tests.knobs", *options],
+                         env, **popen)
 
 
 @contextlib.contextmanager
@@ -84,19 +90,19 @@ def _autosaved(storage: Path) -> Path:
 
 @pytest.mark.parametrize("kind, signal_name", [("segfault", "SIGSEGV"), ("abort", "SIGABRT"), ("kill", "SIGKILL")])
 def test_a_dead_worker_is_reported_with_its_signal(new_worker, kind, signal_name):
-    worker = new_worker("cpp", "cpu")()
+    worker = new_worker("cpp", "cpu")(**KNOBS)
     try:
         with pytest.raises(WorkerDied, match=f"cpp worker on cpu died with signal {signal_name} during 'fault'"):
-            worker.request({"cmd": "fault", "kind": kind})
+            worker.request(Fault(kind))
     finally:
         worker.stop()
 
 
 def test_a_hung_worker_is_killed_at_the_timeout(new_worker):
-    worker = new_worker("cpp", "cpu")()
+    worker = new_worker("cpp", "cpu")(**KNOBS)
     try:
         with pytest.raises(WorkerDied, match=r"did not answer within 0\.5 s \(--round-timeout\) and was killed"):
-            worker.request({"cmd": "fault", "kind": "hang"}, timeout=0.5)
+            worker.request(Fault("hang"), timeout=0.5)
         assert not worker.alive()
     finally:
         worker.stop()
@@ -109,12 +115,12 @@ def test_an_interrupted_request_kills_its_worker(new_worker):
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
-    worker = new_worker("cpp", "cpu")()
+    worker = new_worker("cpp", "cpu")(**KNOBS)
     previous = signal.signal(signal.SIGALRM, interrupt)
     try:
         signal.setitimer(signal.ITIMER_REAL, 0.5)
         with pytest.raises(KeyboardInterrupt):
-            worker.request({"cmd": "fault", "kind": "hang"}, timeout=60)
+            worker.request(Fault("hang"), timeout=60)
         assert not worker.alive()
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -124,16 +130,51 @@ def test_an_interrupted_request_kills_its_worker(new_worker):
 
 def test_the_pool_replaces_a_dead_worker(new_worker):
     spawn = new_worker("cpp", "cpu")
-    pool = WorkerPool(lambda impl, device, workload, library: spawn())
+    pool = WorkerPool(lambda impl, device, workload, library: spawn(**KNOBS))
     try:
         first = pool.get("cpp", "cpu")
         with pytest.raises(WorkerDied):
-            first.request({"cmd": "fault", "kind": "kill"})
+            first.request(Fault("kill"))
         second = pool.get("cpp", "cpu")
         assert second.pid != first.pid and second.alive()
         second.run_phase("forward")
     finally:
         pool.stop_all()
+
+
+@protocol.request_type("no_such_command", protocol.Ok)
+class NoSuchCommand(protocol.Request):
+    pass
+
+
+@protocol.request_type("train", protocol.Run)
+class TrainWithoutEpochs(protocol.Request):
+    synchronize: bool
+
+
+@protocol.request_type("phase", protocol.PhaseReply)
+class PhaseWithRounds(protocol.Request):
+    name: str
+    rounds: int
+
+
+def test_requests_the_worker_does_not_know_are_error_replies(new_worker):
+    """An unknown command, a missing, unknown or mistyped field: each a WorkerError saying so, and the worker goes on."""
+    worker = new_worker("cpp", "cpu")()
+    try:
+        for request, says in ((NoSuchCommand(), "unknown command 'no_such_command' (this worker knows: "),
+                              (TrainWithoutEpochs(True), "'train': missing field 'epochs'"),
+                              (PhaseWithRounds("noop", 2), "'phase': unknown field(s) rounds (it takes: name)"),
+                              (protocol.Phase(5), "'phase': field 'name' must be str, got int 5"),
+                              (protocol.Train(1.5, True), "'train': field 'epochs' must be int, got float 1.5")):
+            with pytest.raises(WorkerError) as refused:
+                worker.request(request)
+            assert says in str(refused.value)
+        assert worker.run_phase("noop").ns >= 0
+    finally:
+        worker.stop()
+    with pytest.raises(protocol.ProtocolError, match="not JSON"):
+        protocol.decode_request("{", protocol.REQUESTS)
 
 
 def test_the_pool_releases_a_worker_no_later_case_needs(new_worker):
@@ -161,7 +202,7 @@ def test_a_sanitizer_report_is_reported_in_full(new_worker, tmp_path):
                             "-o", str(program)], input=USE_AFTER_FREE, capture_output=True, text=True)
     if built.returncode != 0:
         pytest.skip(f"no AddressSanitizer build here: {built.stderr.strip()}")
-    worker = new_worker("cpp", "cpu")()
+    worker = new_worker("cpp", "cpu")(**KNOBS)
     try:
         with open(worker.log.name, "a") as log:
             print("output before the report", file=log, flush=True)
@@ -171,7 +212,7 @@ def test_a_sanitizer_report_is_reported_in_full(new_worker, tmp_path):
         assert len(lines) > 30 and "ERROR: AddressSanitizer: heap-use-after-free" in lines[1], report
         assert lines[-1].endswith("==ABORTING")
         with pytest.raises(WorkerDied) as died:
-            worker.request({"cmd": "fault", "kind": "abort"})
+            worker.request(Fault("abort"))
         message = str(died.value)
         assert message.startswith("cpp worker on cpu died with signal SIGABRT during 'fault'; its last output:\n")
         assert message.endswith("\n" + "\n".join(lines[1:])), message  # from its ERROR line to its last
@@ -299,7 +340,7 @@ def test_a_cancelled_ci_job_keeps_the_results_of_the_finished_cases(pytestconfig
         tree.mkdir()
         # phasebench too: where the venv's editable install is another checkout's (a clone with a borrowed venv),
         # the child would import that one and build that checkout's library from cold (238 s here).
-        for entry in ("bench", "cpp", "phasebench", "conftest.py", "pytest.ini", "requirements.txt"):
+        for entry in ("bench", "cpp", "phasebench", "tests", "conftest.py", "pytest.ini", "requirements.txt"):
             (tree / entry).symlink_to(ROOT / entry)
         (tree / "data").symlink_to(Path(pytestconfig.getoption("mnist_root")).resolve())
         # Not a link to this venv: torch would be found under another path, and the library built again.
@@ -309,8 +350,8 @@ def test_a_cancelled_ci_job_keeps_the_results_of_the_finished_cases(pytestconfig
         python.chmod(0o755)
     out = tmp_path / "out"
     command = ["bash", str(ROOT / ".ci" / "bench-pr"), *map(str, trees), str(out), "bench/test_phases.py", "-v",
-               "-p", "no:cacheprovider", "-k", "forward or loss", "--impl", "cpp", "--device", "cpu", "--rounds", "2",
-               "--warmup-rounds", "0", _data_options(pytestconfig)[0]]
+               "-p", "no:cacheprovider", "-p", "tests.knobs", "-k", "forward or loss", "--impl", "cpp", "--device", "cpu",
+               "--rounds", "2", "--warmup-rounds", "0", _data_options(pytestconfig)[0]]
     env = {"PHASEBENCH_NO_INSTALL": "1", "PHASEBENCH_TEST_FAULT": "cpp/loss:hang", "PYTHONUNBUFFERED": "1"}
     with child_process(command, env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as child:
         output = _read_until(child, b"test_phase[loss-cpp-cpu]", timeout=300)
@@ -439,31 +480,31 @@ def test_a_pytest_benchmark_option_it_cannot_honour_is_refused():
         "a fixed number of rounds: use --rounds N"], run.stderr
 
 
-@pytest.mark.parametrize("option", sorted(plugin.REFUSED_BENCHMARK_OPTIONS))
+@pytest.mark.parametrize("option", sorted(guards.REFUSED_BENCHMARK_OPTIONS))
 def test_every_refused_option_is_found_wherever_it_is_given(option, monkeypatch):
     def config(args=(), addopts=()):
         return types.SimpleNamespace(invocation_params=types.SimpleNamespace(args=tuple(args)),
                                      getini=lambda name: list(addopts))
 
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
-    assert plugin.refused_option(config(["--rounds", "5"])) is None
+    assert guards.refused_option(config(["--rounds", "5"])) is None
     for given in (config([f"{option}=1"]), config([option, "1"]), config(addopts=[option])):
-        assert plugin.refused_option(given).startswith(f"{option} is not supported: ")
-    assert plugin.refused_option(config(["--", option])) is None  # past --: not an option
+        assert guards.refused_option(given).startswith(f"{option} is not supported: ")
+    assert guards.refused_option(config(["--", option])) is None  # past --: not an option
     monkeypatch.setenv("PYTEST_ADDOPTS", f"{option}=1")
-    assert plugin.refused_option(config()).startswith(f"{option} is not supported: ")
+    assert guards.refused_option(config()).startswith(f"{option} is not supported: ")
 
 
 def test_run_from_another_directory_creates_nothing_there(pytestconfig, tmp_path):
     """The default data/ and .benchmarks/ are the repository's, wherever pytest is started (docs/options.md#options)."""
-    data = [] if pytestconfig.getoption("mnist_root") == str(plugin.DEFAULT_DATA) else _data_options(pytestconfig)
+    data = [] if pytestconfig.getoption("mnist_root") == str(session.DEFAULT_DATA) else _data_options(pytestconfig)
     run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--device=cpu",
                           str(ROOT / "tests" / "test_registry.py"), "-k", "every_implementation", *data],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == pytest.ExitCode.OK, run.stdout + run.stderr
     assert list(tmp_path.iterdir()) == []
-    if "--benchmark-storage" not in plugin.given_options(pytestconfig):
-        assert pytestconfig.option.benchmark_storage == plugin.DEFAULT_STORAGE == f"file://{ROOT / '.benchmarks'}"
+    if "--benchmark-storage" not in guards.given_options(pytestconfig):
+        assert pytestconfig.option.benchmark_storage == session.DEFAULT_STORAGE == f"file://{ROOT / '.benchmarks'}"
 
 
 def test_a_replacement_that_fails_to_start_leaves_nothing_closed_twice():

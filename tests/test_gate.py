@@ -16,11 +16,11 @@ from pytest_benchmark.utils import get_machine_id
 
 from phasebench.gate import cli as gate_cli
 from phasebench.gate import compare as gate_compare
-from phasebench.gate import options as gate_options
 from phasebench.gate import stats as gate_stats
 from phasebench.registry import NAMES as IMPLEMENTATIONS
 from phasebench.results import METHOD_VERSION, ROOT, baseline_error
 from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
+from tests import knobs
 
 # A phase of tens of microseconds on cpu slowed by 20 ms: far beyond the run-to-run noise of a busy
 # machine, which the generous thresholds leave room for, so the verdicts below cannot flake.
@@ -40,9 +40,9 @@ def suite_run(option, storage: Path, *options: str, slow: str | None = None,
     """run_suite's child pytest, unchecked; option: the getoption of the run whose data it uses."""
     from tests.test_faults import child_process
 
-    env = {name: value for name, value in os.environ.items() if name != gate_options.SLOW_PHASE_ENV} | (env or {})
-    if slow:
-        env[gate_options.SLOW_PHASE_ENV] = slow
+    env = {name: value for name, value in os.environ.items() if name != knobs.SLOW_PHASE_ENV} | (env or {})
+    if slow:  # the knob is the test plugin's (tests/knobs.py)
+        env |= {knobs.SLOW_PHASE_ENV: slow, "PYTEST_ADDOPTS": "-ptests.knobs"}
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "-k", "test_phase and loss",
                "--device", "cpu", "--rounds", "5", "--warmup-rounds", "1",
                f"--mnist-root={os.path.abspath(option('mnist_root'))}",
@@ -116,10 +116,11 @@ def test_slowed_phase_fails_both_gates(gate_run):
     [ratio] = [line for line in result.output.splitlines() if line.startswith("loss on cpu: python/cpp median ratio")]
     assert "slower relative to cpp, over the 400% limit" in ratio
     # The knob shows in the header and the comparison, and stays in the saved result.
-    assert f"TEST KNOB {gate_options.SLOW_PHASE_ENV}={SLOW}" in result.output
+    [header] = [line for line in result.output.splitlines() if line.startswith("phasebench: TESTING RUN: ")]
+    assert SLOW in header, header
     assert any("machine_info" in line and SLOW in line for line in result.output.splitlines()), result.output
     saved = json.loads((gate_run.folder / "slowed.json").read_text())
-    assert saved["machine_info"]["phasebench"]["test_slow_phase"] == SLOW
+    assert saved["machine_info"]["phasebench"]["testing"]["slow_phase"] == SLOW
 
 
 @pytest.mark.needs_data
@@ -184,18 +185,18 @@ def saved_bench(phase: str, impl: str, median: float, device: str = "cpu") -> di
 
 
 def test_slow_phase_knob_parses_and_rejects_typos():
-    knob = gate_options.parse_slow_phase("python/loss:1.5ms", PHASE_NAMES, IMPLEMENTATIONS)
+    knob = knobs.parse_slow_phase("python/loss:1.5ms", PHASE_NAMES, IMPLEMENTATIONS)
     assert (knob.phase, knob.ns, knob.impl) == ("loss", 1_500_000, "python")
     assert knob.trainer_options("python") == {"slow_phase": "loss", "slow_ns": 1_500_000}
     assert knob.trainer_options("cpp") == {}
-    relative = gate_options.parse_slow_phase("python-foreach/forward:20%", PHASE_NAMES, IMPLEMENTATIONS)
+    relative = knobs.parse_slow_phase("python-foreach/forward:20%", PHASE_NAMES, IMPLEMENTATIONS)
     assert relative.trainer_options("python-foreach") == {"slow_phase": "forward", "slow_fraction": 0.2}
-    both = gate_options.parse_slow_phase("forward:5us", PHASE_NAMES, IMPLEMENTATIONS)
+    both = knobs.parse_slow_phase("forward:5us", PHASE_NAMES, IMPLEMENTATIONS)
     assert both.trainer_options("cpp") == {"slow_phase": "forward", "slow_ns": 5_000}
     for typo, complaint in [("fowrard:5ms", "unknown phase 'fowrard'"), ("java/loss:5ms", "unknown implementation"),
                             ("loss:5", "expected [IMPL/]PHASE:DURATION"), ("loss", "expected")]:
         with pytest.raises(ValueError, match=complaint.replace("[", r"\[")):
-            gate_options.parse_slow_phase(typo, PHASE_NAMES, IMPLEMENTATIONS)
+            knobs.parse_slow_phase(typo, PHASE_NAMES, IMPLEMENTATIONS)
 
 
 def test_change_either_way():
@@ -317,15 +318,19 @@ def test_actionlint_catches_a_broken_workflow(tmp_path):
 
 
 def test_commit_passed_in_for_a_copy_without_git(monkeypatch):
-    """A GPU machine's copy has no git history: the commit and its cleanness come in by environment."""
+    """A GPU machine's copy has no git history: the commit and its cleanness come in by environment; elsewhere
+    git status decides whether the tree was clean."""
     from phasebench import plugin
+    from phasebench.plugin.session import COMMIT_ENV, DIRTY_ENV
+    from phasebench.provenance import tree_state
 
     info = {"id": "unknown", "dirty": False}
-    monkeypatch.delenv(plugin.COMMIT_ENV, raising=False)
+    monkeypatch.delenv(COMMIT_ENV, raising=False)
     plugin.pytest_benchmark_update_commit_info(None, info)
-    assert info == {"id": "unknown", "dirty": False}
-    monkeypatch.setenv(plugin.COMMIT_ENV, "0123abcd")
-    monkeypatch.setenv(plugin.DIRTY_ENV, "1")
+    state = tree_state()
+    assert (info["id"], info["dirty"], info["sources_hash"]) == ("unknown", state["dirty"], state["sources_hash"])
+    monkeypatch.setenv(COMMIT_ENV, "0123abcd")
+    monkeypatch.setenv(DIRTY_ENV, "1")
     plugin.pytest_benchmark_update_commit_info(None, info)
     assert (info["id"], info["dirty"]) == ("0123abcd", True) and "without git history" in info["commit_source"]
 

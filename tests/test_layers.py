@@ -11,9 +11,10 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "phasebench"
 # What the report and the gate may import of the suite: the leaves and themselves (never a trainer or a worker).
-READERS_MAY_IMPORT = {"phasebench.results", "phasebench.spec", "phasebench.registry", "phasebench.data",
-                      "phasebench.utilization", "phasebench.gpu_sampling"}
-LEAVES = {"phasebench.spec", "phasebench.registry"}  # what phasebench.results may import of the suite
+READERS_MAY_IMPORT = {"phasebench.results", "phasebench.schema", "phasebench.method", "phasebench.spec",
+                      "phasebench.registry", "phasebench.data", "phasebench.utilization", "phasebench.gpu_sampling"}
+# What phasebench.results may import of the suite (phasebench.schema, the format, is one of them).
+LEAVES = {"phasebench.schema", "phasebench.method", "phasebench.spec", "phasebench.registry"}
 
 
 def module_name(path: Path) -> str:
@@ -156,6 +157,56 @@ def test_report_and_gate_import_only_the_leaves_and_not_each_other():
             beyond = {module for module in closure(name) if module not in own and module not in READERS_MAY_IMPORT}
             assert not beyond, f"{name} imports {sorted(beyond)}"
             assert not any(module == other or module.startswith(other + ".") for module in closure(name))
+
+
+def test_the_product_never_imports_the_studies():
+    """studies/ measures the gates; no phasebench module imports it, at its top or in a function."""
+    found = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf8"), str(path))):
+            if isinstance(node, ast.Import):
+                imported = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                imported = [node.module or ""]
+            else:
+                continue
+            found += [f"{name} imports {module}" for module in imported if module.partition(".")[0] == "studies"]
+    assert not found, found
+
+
+RAW_KEYS = {"extra_info", "machine_info"}  # read through phasebench.schema's records (info_of, machine_of) alone
+
+
+def raw_reads(source: str, filename: str = "<source>") -> list[str]:
+    """Where `source` reads a saved result's extra_info or machine_info by key: `x["extra_info"]`,
+    `x.get("machine_info")`, `x.pop(...)`, `x.setdefault(...)`, as 'line: code'."""
+    found = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if isinstance(node, ast.Subscript):
+            key = node.slice
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args \
+                and node.func.attr in ("get", "pop", "setdefault"):
+            key = node.args[0]
+        else:
+            continue
+        if isinstance(key, ast.Constant) and key.value in RAW_KEYS:
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_raw_read_check_finds_raw_reads():
+    source = ("a = bench['extra_info']['phase']\nb = (result.get('machine_info') or {}).get('phasebench')\n"
+              "c = schema.info_of(bench).phase\nd = 'extra_info'\n")
+    assert raw_reads(source) == ["1: bench['extra_info']", "2: result.get('machine_info')"]
+
+
+def test_report_and_gate_read_saved_records_only_through_the_schema():
+    """phasebench.report and phasebench.gate read a benchmark's extra_info and a result's machine_info as
+    phasebench.schema's typed records (schema.info_of, schema.machine_of), never by key."""
+    found = [f"{name}:{line}" for name, path in MODULES.items()
+             if name.startswith(("phasebench.report", "phasebench.gate"))
+             for line in raw_reads(path.read_text(encoding="utf8"), str(path))]
+    assert not found, found
 
 
 def test_no_source_file_is_over_400_lines():

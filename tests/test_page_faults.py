@@ -11,6 +11,7 @@ phasebench/plain/mnist_plain.py fault about 3-4 times a step over a whole epoch,
 import pytest
 
 from phasebench import plain, registry
+from phasebench.worker.protocol import Train
 
 # A plain program of either language faults 3.2 (C++) to 3.9 (Python) times a step over an epoch, its first
 # touches included, and about 0 a step once warm; the trimmed heap faulted 300 to 1,100 a step. Ten a step is
@@ -24,8 +25,8 @@ PLAIN_CHECK_STEPS = 11  # two log lines
 def test_a_free_running_loop_faults_no_more_per_step_than_a_plain_program(new_worker, impl):
     worker = new_worker(impl, "cpu")()
     try:
-        worker.request({"cmd": "train", "epochs": 1, "synchronize": False, "max_steps": WARM_STEPS})
-        counted = worker.request({"cmd": "train", "epochs": 1, "synchronize": False, "max_steps": COUNTED_STEPS})
+        worker.request(Train(epochs=1, synchronize=False, max_steps=WARM_STEPS))
+        counted = worker.request(Train(epochs=1, synchronize=False, max_steps=COUNTED_STEPS))
     finally:
         worker.stop()
     assert counted["steps"] == COUNTED_STEPS

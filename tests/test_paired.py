@@ -12,6 +12,7 @@ import pytest
 
 from phasebench.gate import paired, stats
 from phasebench.gate.decide import Run, decide, table
+from phasebench.gate.verdict import Verdict
 from phasebench.results import METHOD_VERSION
 
 
@@ -94,9 +95,10 @@ def test_a_tiny_phase_under_the_floor_does_not_count(tmp_path):
     slow = {"test_phase[copy_to_device-cpp-cpu]": 0.3, "test_phase[copy_to_device-python-cpu]": 0.12}
     verdicts = decide(runs(tmp_path, "base", 5, 3, noise=0.01), runs(tmp_path, "head", 5, 4, noise=0.01, slow=slow))
     by_case = {v.case: v for v in verdicts}
-    assert by_case["bench/test_phases.py::test_phase[copy_to_device-cpp-cpu]"].verdict == "regressed"
+    assert by_case["bench/test_phases.py::test_phase[copy_to_device-cpp-cpu]"].verdict is Verdict.REGRESSED
     python = by_case["bench/test_phases.py::test_phase[copy_to_device-python-cpu]"]
-    assert python.change.significant and python.verdict == "below floor", table(verdicts, 10, 10)
+    assert python.change.significant and python.verdict is Verdict.BELOW_FLOOR, table(verdicts, 10, 10)
+    assert not python.failed and "| below floor |" in table(verdicts, 10, 10)
     assert python.floor == pytest.approx(160e-9)  # the same floor in every run: no spread to add
 
 
@@ -118,9 +120,9 @@ def test_the_command_writes_the_summary_and_the_failing_cases(tmp_path, capsys):
 
 
 def test_gate_study_counts_alarms_and_detections(tmp_path):
-    """phasebench.gate.study over .ci/gate-study's folders, made up here: one unchanged gated run that passed, one
+    """studies.gate_study over studies/gate-study's folders, made up here: one unchanged gated run that passed, one
     that raised an alarm, one slowed run that named the slowed case and one that did not."""
-    from phasebench.gate import study as gate_study
+    from studies import gate_study
 
     assert gate_study.wilson(0, 10)[0] == 0 and gate_study.wilson(0, 10)[1] == pytest.approx(0.2775, abs=1e-3)
     assert gate_study.wilson(10, 10)[0] == pytest.approx(0.7225, abs=1e-3)

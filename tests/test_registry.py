@@ -116,9 +116,9 @@ def test_jobs_and_models_make_the_cases(settings):
 def test_a_sweep_runs_workload_after_workload_and_each_pooled_worker_stops_after_its_last_case(settings):
     """A sweep of every implementation over six workloads holds 54 pooled workers of about 0.7 GB each; kept to the
     session's end they filled this machine's 24 GiB and slowed every clock. Generated workload by workload and
-    stopped after their last case (conftest.py), at most a few live at once."""
-    import conftest
+    stopped after their last case (phasebench/plugin/fixtures.py), at most a few live at once."""
     from phasebench.plugin import cases as plugin
+    from phasebench.plugin import fixtures
     from phasebench.spec import workloads
 
     chosen = replace(settings, impls=registry.NAMES, workloads=workloads((1, 4, 16), (64, 256)))
@@ -132,10 +132,10 @@ def test_a_sweep_runs_workload_after_workload_and_each_pooled_worker_stops_after
              for case in made["cases"]]
     order = [item.callspec.params["workload"] for item in items]
     assert order == sorted(order), "a workload's cases are not together"
-    last = conftest.last_users(items)
+    last = fixtures.last_users(items)
     alive, most = set(), 0
     for item in items:
-        alive.add(key := conftest.pool_key(item))
+        alive.add(key := fixtures.pool_key(item))
         most = max(most, len(alive))
         if last[key] is item:
             alive.discard(key)
@@ -143,4 +143,4 @@ def test_a_sweep_runs_workload_after_workload_and_each_pooled_worker_stops_after
                                  and not impl.absent_reason("cpu")]) + 6 * len(
         [impl for impl in registry.REGISTRY if impl.runs_in(made["names"]) and not impl.absent_reason("cuda")])
     assert most <= 2, most  # (in this order; pytest_collection_modifyitems' rotation makes it 3 at most)
-    assert conftest.pool_key(SimpleNamespace(fixturenames=["worker_for"], callspec=SimpleNamespace(params={}))) is None
+    assert fixtures.pool_key(SimpleNamespace(fixturenames=["worker_for"], callspec=SimpleNamespace(params={}))) is None

@@ -344,6 +344,17 @@ def test_synthetic_data_is_a_warning_in_the_report(tmp_path):
     assert "apt-get install dataset-fashion-mnist" in SYNTHETIC_WARNING
 
 
+def test_a_testing_run_is_named_in_the_report():
+    """The slowed phase of a testing run: method 3 saved it as test_slow_phase, later methods in `testing`."""
+    result = json.loads(COMPLETE.read_text())
+    assert "TEST KNOB" not in tables.describe(COMPLETE, result)
+    result["machine_info"]["phasebench"] |= {"method": 3, "test_slow_phase": "python/forward:5ms"}
+    assert " TEST KNOB python/forward:5ms: slowed" in tables.describe(COMPLETE, result)
+    del result["machine_info"]["phasebench"]["test_slow_phase"]
+    result["machine_info"]["phasebench"] |= {"method": 4, "testing": {"slow_phase": "cpp/loss:2ms", "fault": None}}
+    assert " TEST KNOB cpp/loss:2ms: slowed" in tables.describe(COMPLETE, result)
+
+
 # -- filling the device: every training loop, concurrent jobs, ensembles ---------------------------------------
 
 def fill_result() -> dict:

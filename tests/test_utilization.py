@@ -266,16 +266,14 @@ def test_without_nvml_gpu_is_null_and_the_suite_records_why():
     else:
         pynvml.nvmlShutdown()
         pytest.skip("NVML works on this machine")
-    from phasebench import plugin
+    from phasebench.plugin.session import PhasebenchSession
 
     samplers, benchmark = Monitor(), fake_benchmark()
     with samplers.watch(benchmark, worker_on("cuda")):
         pass
     assert benchmark.extra_info["gpu"] is None and set(benchmark.extra_info["cpu"]) == CPU_KEYS
-    machine_info = {}
-    config = SimpleNamespace(phasebench=SimpleNamespace(machine={"torch": "x"}, utilization=samplers))
-    plugin.pytest_benchmark_update_machine_info(config, machine_info)
-    assert machine_info["phasebench"] == {"torch": "x", "gpu_sampling": expected}
+    session = SimpleNamespace(machine={"torch": "x"}, utilization=samplers, testing=None)
+    assert PhasebenchSession.machine_info(session) == {"torch": "x", "gpu_sampling": expected, "testing": None}
     assert samplers.summary_lines()[-1] == f"GPU not sampled: {expected}"
 
 
@@ -481,12 +479,12 @@ def test_every_benchmark_records_the_worker_cpu(pytestconfig, saved_extra_info, 
 def _child_suite_extra_info(pytestconfig, tmp_path, plain: dict) -> dict[str, dict]:
     """{test: its extra_info's cpu and gpu} of every plain benchmark function run once on cpu (python; 2 concurrent
     jobs) in a child pytest."""
-    recorded = tmp_path / "extra_info.jsonl"  # conftest.py writes each benchmark's extra_info there
+    recorded = tmp_path / "extra_info.jsonl"  # tests/recorder.py writes each benchmark's extra_info there
     # bench/test_distributed.py is collected only under --world-size (docs/distributed.md): not in this run.
     run = run_suite(*sorted({f"bench/{name.split('::')[0]}" for name in plain}),
                     "-k", "not test_phase or data_loading", "--impl", "python", "--device", "cpu", "--jobs", "2",
                     "--models", "2", "--rounds", "2", "--warmup-rounds", "0", "--run-rounds", "1",
-                    "--benchmark-disable", *_data_options(pytestconfig),
+                    "--benchmark-disable", "-p", "tests.recorder", *_data_options(pytestconfig),
                     env={"PHASEBENCH_TEST_EXTRA_INFO": str(recorded)}, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return {entry["test"].split("::")[-1]: entry for entry in map(json.loads, recorded.read_text().splitlines())}

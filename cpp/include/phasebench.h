@@ -12,6 +12,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* Exported from a library built with -fvisibility=hidden (cpp/Makefile). */
+#pragma GCC visibility push(default)
 
 #define PB_OK 0
 #define PB_ERROR 1
@@ -155,6 +157,8 @@ int pb_dist_attach(pb_session* session, const char* group_name);
 /* `steps` training steps as the phase train_step runs them (loading and copying the shard, the step, its log line
  * when due), each timed alone: step_ns[i] is step i's time. */
 int pb_dist_steps(pb_session* session, int64_t steps, int64_t* step_ns);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* Exported from a library built with -fvisibility=hidden (cpp/Makefile). */
+#pragma GCC visibility push(default)
 
 /* 1 where the library holds Valgrind's client requests, else 0. */
 int pb_count_supported(void);
@@ -24,6 +26,8 @@ void pb_count_begin(void);
 void pb_count_end(void);
 /* With on != 0 the C++ trainer's phase bodies run in the bracket instead of between clock reads. */
 void pb_count_phases(int on);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* Exported from a library built with -fvisibility=hidden (cpp/Makefile). */
+#pragma GCC visibility push(default)
 
 /* The gate's slow knob (PHASEBENCH_TEST_SLOW_PHASE, phasebench/gate): from this call on, `phase` busy-waits `ns`
  * inside its timed body or, with fraction above 0, that fraction of the time its body just took, round by round;
@@ -21,6 +23,8 @@ int pb_testing_slow_phase(pb_session* session, const char* phase, int64_t ns, do
  * its body, reading no clock, so that it adds the same instructions each round (the instruction-count gate's
  * injected regression, docs/instruction-counts.md). A later call of either replaces the knob. */
 int pb_testing_slow_work(pb_session* session, const char* phase, int64_t iterations);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 // clock.cpp: the clock around a phase's body (docs/method.md#what-is-measured), the synchronization it needs on
-// cuda, the page faults read just outside it, and the test-only slow knob that spins inside it.
+// cuda, the page faults read just outside it, and (the testing build only) the slow knob that spins inside it.
 #include "trainer.h"
 
 #include <ATen/detail/CUDAHooksInterface.h>
@@ -20,12 +20,14 @@ int64_t cpu_clock_ns(clockid_t clock) {
   return int64_t(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
 }
 
+#if PHASEBENCH_TESTING
 // Spin, not sleep: a test slowdown must compete for the CPU as real work does.
 void busy_wait(int64_t ns) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
   while (std::chrono::steady_clock::now() < end) {
   }
 }
+#endif
 
 }  // namespace
 
@@ -73,6 +75,7 @@ std::pair<int64_t, int64_t> page_faults() {
   return {usage.ru_minflt, usage.ru_majflt};
 }
 
+#if PHASEBENCH_TESTING
 // Deterministic work, no clock: the same instructions each round (the instruction-count gate's injected regression).
 void added_work(int64_t iterations) {
   volatile int64_t sink = 0;
@@ -99,5 +102,7 @@ std::function<void()> SlowKnob::slowed(std::function<void()> body) const {
     busy_wait(ns);
   };
 }
+
+#endif
 
 }  // namespace phasebench

@@ -37,10 +37,13 @@ int64_t Trainer::train(int32_t epochs, bool synchronize, int64_t max_steps, std:
     std::function<void()> body;
     bool always_timed = false;
   };
-  // The test-only slow knob names a phase; in the run, train_step's total is step_in_run.
   auto phase = [&](const std::string& name, std::function<void()> body, bool one_shot = false) {
+#if PHASEBENCH_TESTING
+    // The testing build's slow knob names a phase; in the run, train_step's total is step_in_run.
     const bool slowed = slow_.phase == name || (name == kStepInRun && slow_.phase == "train_step");
-    return RunPhase{index_of(name), slowed ? slow_.slowed(std::move(body)) : std::move(body), one_shot};
+    if (slowed) body = slow_.slowed(std::move(body));
+#endif
+    return RunPhase{index_of(name), std::move(body), one_shot};
   };
   auto run = [&](const RunPhase& p) {
     if (synchronize || p.always_timed) {

@@ -1,5 +1,6 @@
 // testing.cpp: the test-only entry points of include/phasebench_testing.h, behind the same exception wall as
-// the production ABI (c_api.h).
+// the production ABI (c_api.h). Compiled in the testing build only (cpp/Makefile's `testing`, PHASEBENCH_TESTING=1).
+#if PHASEBENCH_TESTING
 #include "phasebench_testing.h"
 
 #include "c_api.h"
@@ -25,3 +26,5 @@ int pb_testing_slow_work(pb_session* session, const char* phase, int64_t iterati
 }
 
 }  // extern "C"
+
+#endif  // PHASEBENCH_TESTING

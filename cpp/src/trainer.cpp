@@ -110,6 +110,7 @@ Timing Trainer::run_phase(const std::string& name, pb_result* result) {
   return timing;
 }
 
+#if PHASEBENCH_TESTING
 // The knob's phase slowed (run.cpp slows the run's own bodies). Its body is wrapped where it is: making every
 // phase again would free and allocate the other phases' bodies too, and the heap the small phases walk would move
 // with them, a change of other cases' instruction counts that the head's knob did not make
@@ -123,6 +124,7 @@ void Trainer::set_slow_knob(SlowKnob knob) {
   for (auto& phase : phases_)
     if (phase.name == slow_.phase) phase.body = slow_.slowed(std::move(phase.body));
 }
+#endif
 
 std::string Trainer::layout() {
   std::ostringstream out;

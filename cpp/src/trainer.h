@@ -116,7 +116,8 @@ Timing counted(const std::function<void()>& body);
 // The process's page faults so far: (minor, major).
 std::pair<int64_t, int64_t> page_faults();
 
-// The test-only slow knob (phasebench_testing.h): the phase it names busy-waits inside its timed body.
+#if PHASEBENCH_TESTING
+// The testing build's slow knob (phasebench_testing.h): the phase it names busy-waits inside its timed body.
 struct SlowKnob {
   std::string phase;  // none: nothing is slowed
   int64_t ns = 0;
@@ -124,6 +125,7 @@ struct SlowKnob {
   int64_t work = 0;     // above 0: this many iterations of a fixed loop, instead of a spin (no clock read)
   std::function<void()> slowed(std::function<void()> body) const;
 };
+#endif
 
 // -- phases (phases.cpp) ----------------------------------------------------------------------------------------
 
@@ -206,7 +208,9 @@ class Trainer {
   // Prepares the phase untimed, then times its body; the product says what it did.
   Timing run_phase(const std::string& name, pb_result* result);
   int64_t timer_floor() const { return phasebench::timer_floor(device_); }
+#if PHASEBENCH_TESTING
   void set_slow_knob(SlowKnob knob);
+#endif
 
   std::vector<torch::Tensor> parameters() { return model_->parameters(); }
   std::string layout();
@@ -303,7 +307,9 @@ class Trainer {
   int64_t width_, batch_size_;
   std::string loader_kind_;
   std::unique_ptr<Step> step_;  // made in the constructor's body, where the options are checked
-  SlowKnob slow_;  // test-only (phasebench_testing.h)
+#if PHASEBENCH_TESTING
+  SlowKnob slow_;  // the testing build's (phasebench_testing.h)
+#endif
   torch::data::datasets::MNIST mnist_;
   torch::data::datasets::MNIST test_;
   std::unique_ptr<BatchSource> source_;

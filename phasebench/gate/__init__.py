@@ -3,19 +3,24 @@
 One module per role, each importing only those above it in this list (and phasebench.results, the leaf that
 reads saved results; tests/test_layers.py checks that no import goes in a circle):
 
-- options: the percentages the gates take, and the test-only knob (PHASEBENCH_TEST_SLOW_PHASE) that slows one
-  phase on purpose to prove that the gates fail;
+- options: the percentages the gates take;
+- verdict: what both gates share: the outcome of a case (Verdict: only REGRESSED fails), a case's short name, and
+  the phases no gate judges (is_gated);
 - stats: Student's t, the paired change with its interval, the change either way;
 - compare: a run against one baseline (--benchmark-compare, phasebench/plugin/gating.py): the median ratio of
   every implementation to its reference (--phase-ratio-fail), and a comparison that compared nothing;
 - decide: the pull-request gate's decision on paired runs of base and head, and its table;
 - paired: its command, `python -m phasebench.gate.paired --base … --head …` (.ci/bench-pr);
-- study: `python -m phasebench.gate.study OUT_DIR --slow …`, what the gate does on this machine (.ci/gate-study);
-- cli: `python -m phasebench.gate BASELINE RESULT`, the table for one pair of saved results, without intervals.
+- cli: `python -m phasebench.gate BASELINE RESULT`, the table for one pair of saved results, without intervals;
+- counts: the instruction-count gate, `python -m phasebench.gate.counts` (.ci/bench-pr-count), with its thresholds
+  file count_spread.json beside it.
 
-It imports no torch. The knob's names are here too, where phasebench/plugin/__init__.py reads them.
+What the gates do on this machine is measured by the studies (studies/), which this package never imports.
+
+It imports no torch. The test-only knob that slows one phase on purpose to prove that the gates fail
+(PHASEBENCH_TEST_SLOW_PHASE) is the tests' own: tests/knobs.py.
 """
 
-from phasebench.gate.options import SLOW_PHASE_ENV, SlowPhase, parse_percent, parse_slow_phase
+from phasebench.gate.options import parse_percent
 
-__all__ = ["SLOW_PHASE_ENV", "SlowPhase", "parse_percent", "parse_slow_phase"]
+__all__ = ["parse_percent"]

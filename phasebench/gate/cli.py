@@ -34,13 +34,11 @@ def main(argv=None) -> int:
     parser.add_argument("--storage", default=results.DEFAULT_STORAGE,
                         help=f"where saved results are, as --benchmark-storage (default: {results.DEFAULT_STORAGE})")
     args = parser.parse_args(argv)
-    (args.baseline, baseline_result), (args.result, result_result) = (_load(name, args.storage)
-                                                                      for name in (args.baseline, args.result))
-    different = results.mismatch(args.baseline, baseline_result, results.method_of(result_result),
-                                 results.metric_of(result_result))
+    (args.baseline, baseline), (args.result, result) = (_load(name, args.storage) for name in (args.baseline, args.result))
+    different = results.mismatch(args.baseline, baseline, results.method_of(result), results.metric_of(result))
     if different:
         raise SystemExit(different.replace("this run", args.result))
-    verdicts = decide([Run.of(args.baseline, baseline_result)], [Run.of(args.result, result_result)])
+    verdicts = decide([Run.of(args.baseline, baseline)], [Run.of(args.result, result)])
     if not verdicts:
         raise SystemExit(f"{args.result} has no benchmark that {args.baseline} has")
     print(table(verdicts, DEFAULT_THRESHOLD, DEFAULT_THRESHOLD), end="")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from phasebench import results
 from phasebench.gate.stats import change_either_way
+from phasebench.gate.verdict import is_gated
 
 
 def machine_info_differences(current, saved, prefix: str = "") -> list[str]:
@@ -24,12 +25,11 @@ def machine_info_differences(current, saved, prefix: str = "") -> list[str]:
 def phase_medians(benchmarks) -> dict[tuple[str, str, str], dict[str, float]]:
     """{(phase, device, workload id): {implementation: median seconds}} from saved benchmarks.
 
-    worker_overhead is left out: it is our messaging, not training, and its python/cpp ratio moved 71%
-    between two runs of an unchanged tree (docs/gating.md#baselines-and-ci-gating)."""
+    The phases no gate judges are left out (phasebench.gate.verdict.NOT_GATED_PHASES)."""
     medians: dict[tuple[str, str, str], dict[str, float]] = {}
     for bench in benchmarks:
         key = results.case_key(bench)
-        if key and key[0] != "worker_overhead":
+        if key and is_gated(key):
             phase, impl, device, workload_id = key
             medians.setdefault((phase, device, workload_id), {})[impl] = bench["stats"]["median"]
     return medians

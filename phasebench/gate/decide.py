@@ -33,8 +33,9 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from phasebench import results
+from phasebench import results, schema
 from phasebench.gate.stats import Change, paired_change
+from phasebench.gate.verdict import Verdict, is_gated, short
 
 DEFAULT_THRESHOLD = 10.0  # percent: docs/gating.md#baselines-and-ci-gating says where it comes from
 
@@ -59,38 +60,42 @@ class Run:
         return cls.of(path, json.loads(Path(path).read_text(encoding="utf8")))
 
     @classmethod
-    def of(cls, path, saved: dict) -> Run:
+    def of(cls, path, result: dict) -> Run:
         """From a loaded result (pytest-benchmark's JSON)."""
         medians, keys, floors = {}, {}, {}
-        for bench in saved["benchmarks"]:
+        for bench in result["benchmarks"]:
             key = results.case_key(bench)
-            if key and key[0] == "worker_overhead":  # our messaging, not training (docs/gating.md#baselines-and-ci-gating)
+            if key and not is_gated(key):
                 continue
             name = bench["fullname"]
             medians[name] = bench["stats"]["median"]
             if key:
                 keys[name] = key
-            floor = (bench.get("extra_info") or {}).get("timer_floor_s")
+            floor = getattr(schema.info_of(bench), "timer_floor_s", None)
             if floor:
                 floors[name] = floor
-        return cls(str(path), medians, keys, floors, results.method_of(saved))
+        return cls(str(path), medians, keys, floors, results.method_of(result))
 
 
 @dataclass(frozen=True)
-class Verdict:
+class CaseDecision:
     kind: str  # "median" or "ratio"
     case: str  # the fullname, or "phase impl/reference on device[, workload]"
     base: float  # median over the base runs of the case's median (s), or of the ratio
     head: float
     change: Change
     floor: float | None  # seconds; None for ratios
-    verdict: str  # "regressed" (for ratios: which side), "faster", "unchanged", "within threshold", "below floor",
-    # for ratios "ratio moved, reported (...)": the loser is not slower in its own medians
+    verdict: Verdict
+    detail: str  # for ratios which side lost and why it fails or is only reported; "one pair" when not decided
     members: tuple[str, ...]  # the fullnames whose rerun retests it
 
     @property
     def failed(self) -> bool:
-        return self.verdict.startswith("regressed")
+        return self.verdict.fails
+
+    @property
+    def text(self) -> str:
+        return self.verdict.text(self.detail)
 
 
 def _floor(runs: list[Run], name: str) -> float | None:
@@ -100,22 +105,23 @@ def _floor(runs: list[Run], name: str) -> float | None:
     return max(floors) + 2 * (statistics.stdev(floors) if len(floors) > 1 else 0.0)
 
 
-def _judge(change: Change, threshold: float, shift: float | None, floor: float | None) -> str:
+def _judge(change: Change, threshold: float, shift: float | None, floor: float | None) -> tuple[Verdict, str]:
+    """The outcome and its detail."""
     if change.n == 1:
-        return "not decided (one pair)"
+        return Verdict.NOT_DECIDED, "one pair"
     if change.significant and change.low > 0:
         if change.estimate * 100 <= threshold:
-            return "within threshold"
+            return Verdict.WITHIN_THRESHOLD, ""
         if floor is not None and shift is not None and shift <= floor:
-            return "below floor"
-        return "regressed"
+            return Verdict.BELOW_FLOOR, ""
+        return Verdict.REGRESSED, ""
     if change.significant and change.high < 0:
-        return "faster"
-    return "unchanged"
+        return Verdict.IMPROVED, ""
+    return Verdict.UNCHANGED, ""
 
 
 def decide(base_runs: list[Run], head_runs: list[Run], threshold: float = DEFAULT_THRESHOLD,
-           ratio_threshold: float = DEFAULT_THRESHOLD) -> list[Verdict]:
+           ratio_threshold: float = DEFAULT_THRESHOLD) -> list[CaseDecision]:
     """Every case in all runs of both sides, then every implementation against its reference (per phase, device
     and workload): failures first, then the largest change."""
     if len(base_runs) != len(head_runs) or not base_runs:
@@ -133,8 +139,8 @@ def decide(base_runs: list[Run], head_runs: list[Run], threshold: float = DEFAUL
         change = paired_change(base, head)
         floor = _floor(runs, name)
         shift = statistics.median(head) - statistics.median(base)
-        verdicts.append(Verdict("median", name, statistics.median(base), statistics.median(head), change, floor,
-                                _judge(change, threshold, shift, floor), (name,)))
+        verdicts.append(CaseDecision("median", name, statistics.median(base), statistics.median(head), change, floor,
+                                *_judge(change, threshold, shift, floor), (name,)))
 
     by_key = {key: name for name, key in base_runs[0].keys.items() if name in names}
     present: dict[tuple, set[str]] = {}
@@ -150,7 +156,7 @@ def decide(base_runs: list[Run], head_runs: list[Run], threshold: float = DEFAUL
 
 
 def _ratio_verdict(case: str, own: str, ref: str, base_runs: list[Run], head_runs: list[Run],
-                   threshold: float) -> Verdict:
+                   threshold: float) -> CaseDecision:
     """An implementation's median over its reference's, run by run: either side may be the one that lost, so
     the change is taken as the loser's (its median over the other's), and the floor and the verdict are its."""
     ratios = [[run.medians[own] / run.medians[ref] for run in side] for side in (base_runs, head_runs)]
@@ -162,31 +168,29 @@ def _ratio_verdict(case: str, own: str, ref: str, base_runs: list[Run], head_run
     head_loser, head_other = (statistics.median(run.medians[name] for run in head_runs) for name in (loser, other))
     base_ratio = statistics.median(run.medians[loser] / run.medians[other] for run in base_runs)
     floor = _floor(base_runs + head_runs, loser)
-    verdict = _judge(change, threshold, head_loser - base_ratio * head_other, floor)
-    if verdict == "regressed":
+    outcome, detail = _judge(change, threshold, head_loser - base_ratio * head_other, floor)
+    if outcome is Verdict.REGRESSED:
         # A ratio alone cannot tell the loser's slowdown from the other's speed-up: it fails only when the loser is
         # also slower in its own paired medians, significantly and beyond its floor; otherwise it is reported.
         own_change = paired_change([run.medians[loser] for run in base_runs], [run.medians[loser] for run in head_runs])
         own_shift = head_loser - statistics.median(run.medians[loser] for run in base_runs)
         slower = own_change.significant and own_change.low > 0 and (floor is None or own_shift > floor)
-        verdict = (f"regressed ({_short(loser)} slower relative to {_short(other)}, and slower in its own medians)"
-                   if slower else f"ratio moved, reported ({_short(loser)} not slower in its own medians: "
-                                  f"{_short(other)} got faster)")
-    return Verdict("ratio", case, statistics.median(ratios[0]), statistics.median(ratios[1]),
-                   paired_change(*ratios), floor, verdict, (own, ref))
-
-
-def _short(fullname: str) -> str:
-    return fullname.rpartition("::")[2]
+        if slower:
+            detail = f"{short(loser)} slower relative to {short(other)}, and slower in its own medians"
+        else:
+            outcome = Verdict.RATIO_MOVED
+            detail = f"{short(loser)} not slower in its own medians: {short(other)} got faster"
+    return CaseDecision("ratio", case, statistics.median(ratios[0]), statistics.median(ratios[1]),
+                   paired_change(*ratios), floor, outcome, detail, (own, ref))
 
 
 # -- output -------------------------------------------------------------------------------------------------
 
-def _quantity(verdict: Verdict, value: float) -> str:
+def _quantity(verdict: CaseDecision, value: float) -> str:
     return f"{value:.3f}" if verdict.kind == "ratio" else f"{value * 1e3:.4f} ms"
 
 
-def table(verdicts: list[Verdict], threshold: float, ratio_threshold: float) -> str:
+def table(verdicts: list[CaseDecision], threshold: float, ratio_threshold: float) -> str:
     """The job summary: per case base and head, the change with its interval, significant or not, the verdict."""
     n = verdicts[0].change.n if verdicts else 0
     failed = [v for v in verdicts if v.failed]
@@ -198,7 +202,7 @@ def table(verdicts: list[Verdict], threshold: float, ratio_threshold: float) -> 
     for v in verdicts:
         p = "n/a" if v.change.p_value is None else f"{v.change.p_value:.3f}"
         floor = "" if v.floor is None else f"{v.floor * 1e6:.2f} µs"
-        mark = f"**{v.verdict}**" if v.failed else v.verdict
+        mark = v.verdict.cell(v.detail)
         lines.append(f"| {v.case} | {_quantity(v, v.base)} | {_quantity(v, v.head)} | {v.change.estimate * 100:+.1f} % "
                      f"| {v.change.interval()} | {p} | {'yes' if v.change.significant else 'no'} | {floor} | {mark} |")
     return "\n".join(lines) + "\n"

@@ -26,6 +26,7 @@ from phasebench import data, registry
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.worker import build
 from phasebench.worker.client import Worker
+from phasebench.worker.protocol import Train
 
 ROOT = Path(__file__).resolve().parents[2]
 # language: the suite's published implementation of it (the registry's published pair)
@@ -54,7 +55,7 @@ def suite_run(language: str, source: data.DataSource, epochs: int, threads: int,
     library = str(build.library_path()) if language == "cpp" else None
     worker = Worker(impl, "cpu", options, ROUND_TIMEOUT_S, library)
     try:
-        reply = worker.request({"cmd": "train", "epochs": epochs, "synchronize": False})
+        reply = worker.request(Train(epochs, synchronize=False))
     finally:
         worker.stop()
     return {"language": language, "steps": reply["steps"], "loop_ns": reply["loop_ns"],

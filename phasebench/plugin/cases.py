@@ -96,17 +96,19 @@ def pytest_generate_tests(metafunc):
 
 def pytest_collection_modifyitems(config, items):
     """What an explicit choice excludes is deselected, not skipped (docs/options.md#options): the cases of devices
-    --device leaves out, the selections a benchmark run was not asked for (SELECTIONS), and under
-    --benchmark-only the tests that are not benchmarks. cuda cases of the default
-    devices stay, and skip with their reason where no GPU is usable."""
+    --device leaves out, the selections a benchmark run was not asked for (SELECTIONS), under --benchmark-only the
+    tests that are not benchmarks, and under --count everything but the per-phase cases (bench/test_phases.py's
+    test_phase, the only ones it counts). cuda cases of the default devices stay, and skip with their reason where
+    no GPU is usable."""
     settings = config.phasebench
     only_benchmarks = config.getoption("benchmark_only", False)
     left_out = {test for name, (test, _, _) in SELECTIONS.items() if test and name not in settings.extras}
     kept, deselected = [], []
     for item in items:
         params = getattr(item, "callspec", None) and item.callspec.params or {}
-        excluded = params.get("device", settings.devices[0]) not in settings.devices \
-            or getattr(item, "originalname", None) in left_out
+        name = getattr(item, "originalname", None)
+        excluded = params.get("device", settings.devices[0]) not in settings.devices or name in left_out \
+            or (settings.count is not None and name != "test_phase")
         not_a_benchmark = only_benchmarks and "benchmark" not in getattr(item, "fixturenames", ())
         (deselected if excluded or not_a_benchmark else kept).append(item)
     if deselected:

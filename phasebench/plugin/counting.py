@@ -15,6 +15,8 @@ import pytest
 from phasebench import registry
 from phasebench.worker import build, counting
 
+ROUNDS, WARMUP_ROUNDS, aslr_off = counting.ROUNDS, counting.WARMUP_ROUNDS, counting.aslr_off
+
 CHOICES = ("instructions",)
 
 
@@ -26,24 +28,22 @@ def pytest_addoption(parser):
                          "--warmup-rounds/--rounds say otherwise (docs/instruction-counts.md)")
 
 
-def refusal(config) -> str | None:
-    """Why --count instructions cannot run as asked, in one line, or None (from the options as given, before
-    anything else looks at them)."""
+def refusal(devices: str | None, impls: tuple[str, ...], processes: int) -> str | None:
+    """Why --count instructions cannot run as asked (--device's text, the parsed --impl, --processes), in one line,
+    or None. Checked by the session before anything else looks at the options."""
     if counting.valgrind_version() is None:
         return "--count instructions needs valgrind on PATH (apt-get install valgrind; .ci/run installs it)"
     compiler = os.environ.get("CXX", "g++")
     if build.toolchain_missing() or build.callgrind_header(compiler) is None:
         return ("--count instructions needs the C++ library built with <valgrind/callgrind.h> (the count bracket of "
                 "both languages): install g++, make and valgrind")
-    if "cuda" in (config.getoption("device") or ""):
+    if "cuda" in (devices or ""):
         return "--count instructions counts on cpu only: Valgrind cannot see a GPU's work (drop cuda from --device)"
-    asked = config.getoption("impl") or ""
-    names = registry.NAMES if asked.strip() == "all" else [name.strip() for name in asked.split(",")]
-    workers = [impl for impl in names if impl in registry.NAMES and registry.get(impl).loader == "workers"]
+    workers = [impl for impl in impls if registry.get(impl).loader == "workers"]
     if workers:
         return (f"--count instructions cannot count {', '.join(workers)}: its loader's child process does the work "
                 f"outside the counted worker")
-    if config.getoption("processes") > 1:
+    if processes > 1:
         return "--count instructions counts in the long-lived worker of each case: --processes must be 1"
     return None
 
@@ -55,36 +55,15 @@ def pinned_capability() -> str | None:
     return done.stdout.strip() or None
 
 
-@pytest.hookimpl(tryfirst=True)  # before phasebench's own checks: the refusal names the mode
-def pytest_configure(config):
-    if config.getoption("count", None):
-        why = refusal(config)
-        if why:
-            raise pytest.UsageError(why)
-
-
-def configure(config):
-    """Called at the end of phasebench's pytest_configure, which made config.phasebench: the mode's settings and
-    machine_info."""
-    if not config.getoption("count", None) or not hasattr(config, "phasebench"):
-        return
-    settings = config.phasebench
-    settings.devices = ("cpu",)
-    settings.threads = 1
-    given = {arg.split("=", 1)[0] for arg in config.invocation_params.args if arg.startswith("--")}
-    if "--rounds" not in given:
-        settings.rounds = counting.ROUNDS
-    if "--warmup-rounds" not in given:
-        settings.warmup_rounds = counting.WARMUP_ROUNDS
-    probed = not (config.option.help or config.option.collectonly)
-    prefix = counting.aslr_off() if probed else []
-    settings.count = {"prefix": prefix}
-    settings.machine |= {
+def machine_info(prefix: list[str], probed: bool) -> dict:
+    """What the mode adds to machine_info["phasebench"]: the metric and how it was counted. Without `probed` (a
+    collection) the pinned CPU capability is not asked for."""
+    return {
         "threads": 1,
         "metric": counting.METRIC, "unit": counting.UNIT,
-        "count": {"bracket": counting.BRACKET, "valgrind": counting.valgrind_version(), "valgrind_options": list(counting.VALGRIND_OPTIONS),
-                  "pins": dict(counting.PINS), "aslr_off": bool(prefix),
-                  "cpu_capability": pinned_capability() if probed else None,
+        "count": {"bracket": counting.BRACKET, "valgrind": counting.valgrind_version(),
+                  "valgrind_options": list(counting.VALGRIND_OPTIONS), "pins": dict(counting.PINS),
+                  "aslr_off": bool(prefix), "cpu_capability": pinned_capability() if probed else None,
                   "not_pinned": "glibc's ifunc choices (memcpy, strlen: Valgrind's CPUID, not the machine's) and "
                                 "vendor paths chosen at run time outside ATen, oneDNN and MKL's ISA switches"},
     }
@@ -114,14 +93,3 @@ def pytest_report_header(config):
                   f"{count['cpu_capability']}, ASLR {'off' if count['aslr_off'] else 'on'}; the tables' "
                   f"'time' columns are M instructions"]] + list(lines)
     return lines
-
-
-def pytest_collection_modifyitems(config, items):
-    """Under --count only the per-phase cases count (bench/test_phases.py's test_phase): the rest are deselected."""
-    if not config.getoption("count", None):
-        return
-    kept = [item for item in items if getattr(item, "originalname", None) == "test_phase"]
-    deselected = [item for item in items if item not in kept]
-    if deselected:
-        config.hook.pytest_deselected(items=deselected)
-        items[:] = kept

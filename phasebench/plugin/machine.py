@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from phasebench.results import METHOD_VERSION
+from phasebench import method, schema
 
 
 def _version_file(package: str, names: tuple[str, ...]) -> dict[str, str | None] | None:
@@ -153,31 +153,22 @@ def driver_version() -> str | None:
 
 
 def machine_info(settings, probed: bool) -> dict:
-    """machine_info["phasebench"]: what every saved result records of where and how it ran. Without `probed` (a
+    """machine_info["phasebench"]: what every saved result records of where and how it ran (schema.MachineInfo,
+    as a dict; the count mode, gpu_sampling and testing are added by the session). Without `probed` (a
     collection) cuDNN's version is not asked for."""
     build = torch_build()
-    info = {
-        "method": METHOD_VERSION,
-        "metric": "time",  # "instructions" under --count instructions (phasebench/plugin/counting.py)  # phasebench/results.py: results of different methods are never compared
-        "torch": build["torch"],
-        "torchvision": torchvision_version(),
-        "cuda": build["cuda"],
-        "cudnn": probe()["cudnn"] if probed else None,
-        "gpu": None,
-        "cpu": cpu_model(),
-        "threads": settings.threads,
-        "implementations": list(settings.impls),
-        "workloads": [workload.as_info() for workload in settings.workloads],
-        "dataset": settings.source.name if settings.source else None,
-        "dataset_path": settings.source.raw_dir if settings.source else None,
-        "dataset_origin": settings.source.origin if settings.source else None,
-        "rounds": settings.rounds,
-        "warmup_rounds": settings.warmup_rounds,
-        "processes": settings.processes,
-        "test_slow_phase": settings.slow.text if settings.slow else None,  # a slowed run never passes as a real one
-    }
-    if settings.cuda_reason is None:
-        info["gpu"] = {"name": nvml_gpus()[0][0], "driver": driver_version()}
-    else:
-        info["gpu_unavailable"] = settings.cuda_reason
-    return info
+    gpu = {"name": nvml_gpus()[0][0], "driver": driver_version()} if settings.cuda_reason is None else None
+    return schema.MachineInfo(
+        method=method.METHOD_VERSION,  # results of different methods are never compared
+        method_sources=method.method_sources_hash(),
+        metric="time",  # "instructions" under --count instructions (phasebench/plugin/counting.py)
+        torch=build["torch"], torchvision=torchvision_version(), cuda=build["cuda"],
+        cudnn=probe()["cudnn"] if probed else None,
+        gpu=gpu, gpu_unavailable=settings.cuda_reason, cpu=cpu_model(), threads=settings.threads,
+        implementations=list(settings.impls), workloads=[workload.as_info() for workload in settings.workloads],
+        dataset=settings.source.name if settings.source else None,
+        dataset_path=settings.source.raw_dir if settings.source else None,
+        dataset_origin=settings.source.origin if settings.source else None,
+        rounds=settings.rounds, warmup_rounds=settings.warmup_rounds, processes=settings.processes,
+        testing=getattr(settings, "testing", None),  # a testing run never passes as a real one
+    ).as_dict()

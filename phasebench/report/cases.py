@@ -1,13 +1,16 @@
 """What the report reads of a saved result: its cases by key (phasebench.results.case_key), the devices,
 workloads and implementations they cover, the phases it tables with their labels (phasebench.spec), and the
-figures each case recorded. Every other module of phasebench.report reads results through this one.
+figures each case recorded. Every other module of phasebench.report reads results through this one, and a case's
+extra_info and a result's machine_info as phasebench.schema's records (schema.info_of, schema.machine_of), never by
+key (tests/test_layers.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
-from phasebench import registry
+from phasebench import registry, schema
 from phasebench.registry import DEVICES
 from phasebench.results import all_cases
 from phasebench.spec import LABELS, ONE_SHOT_LABELS, PHASE_LABELS, STEP_IN_RUN, Workload, run_total
@@ -33,9 +36,9 @@ RUN_PHASES = tuple(phase for phase in PHASES if phase.name not in ("train_step",
 ONE_SHOT = tuple(Phase(name, label) for name, label in ONE_SHOT_LABELS.items())
 
 
-def phase_total(info: dict, name: str) -> float | None:
-    """A training run's total of one phase (seconds), from its extra_info; None where it recorded none."""
-    return run_total(info.get("phase_total_s") or {}, name)
+def phase_total(info: schema.TrainingRunInfo, name: str) -> float | None:
+    """A training run's total of one phase (seconds), from its record; None where it recorded none."""
+    return run_total(info.phase_total_s or {}, name)
 
 
 def by_case(result: dict) -> dict[tuple[str, str, str], dict]:
@@ -49,7 +52,7 @@ def devices_of(cases: dict) -> list[str]:
 
 
 def absent_reason(result: dict, device: str) -> str:
-    recorded = (result.get("machine_info", {}).get("phasebench") or {}).get("gpu_unavailable")
+    recorded = schema.machine_of(result).gpu_unavailable
     if device.startswith("cuda") and recorded:
         return recorded
     return "skipped or deselected when the result was saved"
@@ -79,25 +82,26 @@ def median_ms(cases: dict, phase: str, impl: str, device: str, workload_id: str 
     return bench["stats"]["median"] * 1e3 if bench else None
 
 
-def cases_of(cases: dict, device: str, kind: str, count: str = "") -> list[tuple[str, str, dict]]:
+def cases_of(cases: dict, device: str, kind: str,
+             count: Callable[[schema.Case], int] | None = None) -> list[tuple[str, str, dict]]:
     """(implementation, workload id, benchmark) of one kind of case on a device ("training_run", or a prefix such
-    as "ensemble-"), by workload, then registry order, then its count (extra_info[count]: jobs, models)."""
+    as "ensemble-"), by workload, then registry order, then its count (`count` of its record: jobs, models)."""
     order = impls_of(cases)
     found = [(impl, workload_id, bench) for (phase, impl, case_device, workload_id), bench in cases.items()
              if case_device == device and (phase == kind or kind.endswith("-") and phase.startswith(kind))]
     return sorted(found, key=lambda case: (workload_of_id(case[1]), order.index(case[0]),
-                                           case[2]["extra_info"].get(count, 0) if count else 0))
+                                           count(schema.info_of(case[2])) if count else 0))
 
 
 def utilization(bench: dict | None, kind: str) -> float | None:
     """GPU busy % (mean) or worker CPU cores during the whole benchmark (warm-up, preparation and messaging
     included), or the phase's own CPU cores (its timed bodies alone), where the benchmark recorded them."""
-    info = (bench or {}).get("extra_info") or {}
+    info = schema.info_of(bench or {})
     if kind == "phase_thread_cpu" and ((bench or {}).get("stats") or {}).get("median", 1) < THREAD_CPU_MIN_BODY_S:
         return None  # a result saved before the suite left it out: mostly the CPU clocks' own reads (2.79 cores)
     if kind in ("phase_cpu", "phase_thread_cpu"):
-        return info.get(f"{kind}_cores")
-    recorded = info.get(kind) or {}
+        return getattr(info, f"{kind}_cores", None)
+    recorded = getattr(info, kind, None) or {}
     return (recorded.get("utilization_pct") or {}).get("mean") if kind == "gpu" else recorded.get("cores")
 
 
@@ -109,7 +113,7 @@ UTILIZATION_COLUMNS = (("phase_thread_cpu", "phase CPU, its thread (cores)", ".2
 
 def net_median(stats: dict, bench: dict) -> float | None:
     """The median less its worker's timer floor (seconds), or None where no floor was recorded."""
-    floor = (bench.get("extra_info") or {}).get("timer_floor_s")
+    floor = getattr(schema.info_of(bench), "timer_floor_s", None)
     return None if floor is None else stats["median"] - floor
 
 

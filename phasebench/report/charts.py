@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from phasebench import schema
 from phasebench.report.cases import (
     IMPLEMENTATIONS,
     NOT_RUN,
@@ -32,8 +33,8 @@ CHART_COLORS = {"python": "#3572A5", "cpp": "#f34b7d"}
 def _run_rows(bench: dict) -> dict[str, float | None]:
     """The training run's published rows (seconds) from its benchmark: Total Time, Summed Time, each phase's total;
     step_in_run only where the run recorded it (a step replayed whole, never the published pair's)."""
-    info = bench.get("extra_info") or {}
-    rows = {"Total Time": bench["stats"]["median"], "Summed Time": info.get("summed_median_s")}
+    info = schema.info_of(bench)
+    rows = {"Total Time": bench["stats"]["median"], "Summed Time": info.summed_median_s}
     rows |= {phase.label: phase_total(info, phase.name) for phase in RUN_PHASES
              if phase.name != STEP_IN_RUN or phase_total(info, phase.name) is not None}
     return rows

@@ -140,17 +140,17 @@ def main(argv: list[str] | None = None) -> int:
         table_path = args.out / f"{path.stem}.{'md' if args.format == 'markdown' else 'csv'}"
         table_path.write_text(text)
         chart_path = args.out / f"{path.stem}.png"
-        saved = str(result.get("datetime", "?"))[:16].replace("T", " ")
+        saved_at = str(result.get("datetime", "?"))[:16].replace("T", " ")
         if counts.is_counted(result):
             every = all_cases(result)
             for device in sorted({key[2] for key in every}):
                 counts.split_chart(chart_path, every, device, f"Where the instructions go per call on {device} "
-                                                              f"(result saved {saved})")
+                                                              f"(result saved {saved_at})")
             print(f"table: {table_path}\nchart: {chart_path}", file=sys.stderr)
             continue
-        chart(chart_path, result, f"phasebench per-phase times, Python vs C++ (result saved {saved})")
+        chart(chart_path, result, f"phasebench per-phase times, Python vs C++ (result saved {saved_at})")
         scaling_path = args.out / f"{path.stem}-workloads.png"
-        scaled = scaling_chart(scaling_path, result, f"train_step against the reference, by workload (result saved {saved})")
+        scaled = scaling_chart(scaling_path, result, f"train_step against the reference, by workload (result saved {saved_at})")
         for note in notes:
             print(f"phasebench.report: {note}", file=sys.stderr)
         print(f"table: {table_path}\nchart: {chart_path}" + (f"\nchart: {scaling_path}" if scaled else ""),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from phasebench import schema
 from phasebench.report.cases import PHASES, impls_of
 from phasebench.report.tables import Table
 from phasebench.results import metric_of, ratio_pairs
@@ -16,17 +17,22 @@ CATEGORIES = ("interpreter", "bindings", "dispatcher and autograd", "ATen kernel
 
 
 def is_counted(result: dict) -> bool:
-    return metric_of(result) == "instructions"
+    """Whether a result holds instruction counts (--count instructions), not times: by its machine_info, or, for a
+    run's benchmarks before they are saved ({"benchmarks": [...]}), by their extra_info."""
+    return metric_of(result) == "instructions" or any(
+        isinstance(schema.info_of(bench), schema.CountedPhaseInfo) for bench in result.get("benchmarks") or ())
 
 
-def _info(cases: dict, phase: str, impl: str, device: str) -> dict | None:
+def _info(cases: dict, phase: str, impl: str, device: str) -> schema.CountedPhaseInfo | None:
+    """The counted record of a case of the published workload; None where it was not counted."""
     bench = cases.get((phase, impl, device, ""))
-    return (bench or {}).get("extra_info") if bench else None
+    info = schema.info_of(bench) if bench else None
+    return info if isinstance(info, schema.CountedPhaseInfo) else None
 
 
 def median_count(cases: dict, phase: str, impl: str, device: str) -> float | None:
     info = _info(cases, phase, impl, device)
-    return None if not info or "instructions_median" not in info else float(info["instructions_median"])
+    return None if info is None or info.instructions_median is None else float(info.instructions_median)
 
 
 def counts_table(cases: dict, device: str) -> Table:
@@ -40,9 +46,10 @@ def counts_table(cases: dict, device: str) -> Table:
         values = {impl: median_count(cases, phase.name, impl, device) for impl in impls}
         if all(v is None for v in values.values()):
             continue
-        floors = [(_info(cases, phase.name, impl, device) or {}).get("count_floor") for impl in impls]
+        infos = [_info(cases, phase.name, impl, device) for impl in impls]
+        floors = [info.count_floor if info else None for info in infos]
         ratios = [values[i] / values[r] if values[i] and values[r] else None for i, r in pairs]
-        spreads = [_spread((_info(cases, phase.name, impl, device) or {}).get("instructions") or []) for impl in impls]
+        spreads = [_spread((info.instructions if info else None) or []) for info in infos]
         table.rows.append([phase.name] + [values[impl] for impl in impls] + [float(f) if f else None for f in floors]
                           + ratios + [max(spreads)])
     return table
@@ -63,9 +70,9 @@ def split_table(cases: dict, device: str) -> Table:
     for phase in PHASES:
         for impl in impls_of(cases):
             info = _info(cases, phase.name, impl, device)
-            if not info or not info.get("split"):
+            if not info or not info.split:
                 continue
-            split = info["split"]
+            split = info.split
             total = sum(split.values()) or 1
             table.rows.append([phase.name, impl, float(total)] + [100.0 * split.get(name, 0) / total
                                                                  for name in CATEGORIES])
@@ -79,8 +86,8 @@ def interpreter_share(cases: dict, device: str, impl: str = "python") -> tuple[f
         if phase.name == "train_step":  # the step's parts are phases of their own: not counted twice
             continue
         info = _info(cases, phase.name, impl, device)
-        if info and info.get("split"):
-            split = info["split"]
+        if info and info.split:
+            split = info.split
             whole = sum(split.values()) or 1
             shares.append(100.0 * split.get("interpreter", 0) / whole)
             total += whole
@@ -97,9 +104,9 @@ def interpreter_sentence(cases: dict, device: str) -> str | None:
         return None
     text = (f"On {device}, CPython's interpreter executes {share[0]:.1f} % of the instructions Python's training "
             f"phases execute (the phases summed, train_step aside; {share[1]:.1f}–{share[2]:.1f} % phase by phase)")
-    if step and step.get("split"):
-        whole = sum(step["split"].values()) or 1
-        text += f", {100.0 * step['split'].get('interpreter', 0) / whole:.1f} % of a whole train_step"
+    if step and step.split:
+        whole = sum(step.split.values()) or 1
+        text += f", {100.0 * step.split.get('interpreter', 0) / whole:.1f} % of a whole train_step"
     return text + "."
 
 
@@ -119,9 +126,8 @@ def counts_vs_times(counted: dict, timed: dict, device: str) -> Table:
 
 def split_chart(path: Path, cases: dict, device: str, title: str) -> bool:
     """Stacked bars: per phase and implementation, the median round's instructions by category, in percent."""
-    rows = [(f"{phase.name} {impl}", _info(cases, phase.name, impl, device)["split"])
-            for phase in PHASES for impl in impls_of(cases)
-            if (_info(cases, phase.name, impl, device) or {}).get("split")]
+    rows = [(f"{phase.name} {impl}", info.split) for phase in PHASES for impl in impls_of(cases)
+            if (info := _info(cases, phase.name, impl, device)) and info.split]
     if not rows:
         return False
     import matplotlib

@@ -6,9 +6,9 @@ of the same implementation; and its lines in the answer at a glance. Reads the d
 
 from __future__ import annotations
 
-from phasebench import registry
+from phasebench import registry, schema
 from phasebench.report.tables import Table
-from phasebench.results import case_key
+from phasebench.results import all_cases
 from phasebench.spec import GRAD_SYNC
 
 COLUMNS = [("implementation", ""), ("world size", ""), ("launched by", ""), ("step p50 (ms)", ".3f"),
@@ -17,13 +17,14 @@ COLUMNS = [("implementation", ""), ("world size", ""), ("launched by", ""), ("st
 
 
 def phase_s(bench: dict | None) -> float | None:
-    """A per-phase case's figure: the slowest rank's median (extra_info["rank_median_s"], each rank's median inside its
+    """A per-phase case's figure: the slowest rank's median (DistPhaseInfo.rank_median_s, each rank's median inside its
     worker), else the benchmark's median. Results saved before bench/test_distributed.py read the worker clock (before
     commit "bench/test_distributed.py: the worker clock") hold the pytest process's wall time around each round in
     their stats; their rank medians were always the workers' own."""
     if not bench:
         return None
-    ranks = (bench.get("extra_info") or {}).get("rank_median_s")
+    info = schema.info_of(bench)
+    ranks = info.rank_median_s if isinstance(info, schema.DistPhaseInfo) else None
     return max(ranks) if ranks else bench["stats"]["median"]
 
 
@@ -39,18 +40,17 @@ def rows(cases: dict, device: str) -> list[list]:
         phase, impl, case_device, workload_id = key
         if case_device != device or phase not in ("training_run", "torchrun"):
             continue
-        info = bench["extra_info"]
+        info = schema.info_of(bench)
         sync = phase_s(cases.get((GRAD_SYNC, impl, device, workload_id)))
         step = phase_s(cases.get(("train_step", impl, device, workload_id)))
         sync_ms = sync * 1e3 if sync is not None else None
         share = sync / step * 100 if sync is not None and step else None
-        launcher = (("torchrun, 2 network namespaces" if info.get("namespaces") else "torchrun, 127.0.0.1")
+        launcher = (("torchrun, 2 network namespaces" if info.namespaces else "torchrun, 127.0.0.1")
                     if phase == "torchrun" else "the suite's workers")
-        efficiency = info.get("scaling_efficiency")
         found.append((order.index(impl) if impl in order else len(order), _world(key), phase == "torchrun", [
-            impl, _world(key), launcher, info["step_p50_s"] * 1e3, info["step_p95_s"] * 1e3,
-            sync_ms if sync_ms is not None else ("in backward" if info.get("sync") == "ddp" else None), share,
-            info.get("images_per_s"), efficiency]))
+            impl, _world(key), launcher, info.step_p50_s * 1e3, info.step_p95_s * 1e3,
+            sync_ms if sync_ms is not None else ("in backward" if info.sync == "ddp" else None), share,
+            info.images_per_s, info.scaling_efficiency]))
     return [row for *_, row in sorted(found, key=lambda item: item[:3])]
 
 
@@ -65,15 +65,14 @@ def beyond_table(cases: dict, device: str) -> Table:
             "grad_sync: the per-phase case's slowest rank's median (each rank's clock starts after a barrier); python-ddp's "
             "all-reduce runs inside backward, so it has none; its share is of train_step's median, another case "
             "measured at another moment, so on a loaded machine it can pass 100 %",
-        ] + sorted({f"{bench['extra_info'].get('threads_split')}" for key, bench in cases.items()
-                    if key[2] == device and bench["extra_info"].get("threads_split")})
+        ] + sorted({str(info.threads_split) for key, bench in cases.items()
+                    if key[2] == device and (info := schema.info_of(bench)).threads_split})
     return table
 
 
 def answer_lines(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
     """The answer at a glance for the data-parallel cases: per device, the table's rows as aligned text."""
-    cases = {key: bench for bench in benchmarks
-             if (key := case_key(bench)) and (bench.get("extra_info") or {}).get("world_size")}
+    cases = all_cases({"benchmarks": benchmarks}, distributed=True)
     sections = []
     for device in sorted({key[2] for key in cases}):
         table = beyond_table(cases, device)

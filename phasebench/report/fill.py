@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 
-from phasebench import registry
+from phasebench import registry, schema
 from phasebench.report.cases import PHASES, cases_of, impls_of, utilization, workload_of_id
 from phasebench.report.tables import Table
 
@@ -17,9 +17,8 @@ def _median(values) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _mps(info: dict) -> str | None:
-    mps = info.get("mps")
-    return None if mps is None else ("running" if mps.get("running") else "not running")
+def _mps(info: schema.ConcurrentJobsInfo) -> str | None:
+    return None if info.mps is None else ("running" if info.mps.get("running") else "not running")
 
 
 def loops_table(cases: dict, device: str) -> Table:
@@ -30,12 +29,11 @@ def loops_table(cases: dict, device: str) -> Table:
                   [("Implementation", ""), ("Workload", ""), ("Loop (s)", ".3f"), ("One-shot phase in it (s)", ".3f"),
                    ("Loop less one-shot (s)", ".3f"), ("cpp's loop / this", ".2f"), ("GPU busy (%)", ".0f"),
                    ("worker CPU (cores)", ".2f")])
-    runs = [(impl, workload_id, bench) for impl, workload_id, bench in cases_of(cases, device, "training_run")
-            if (bench.get("extra_info") or {}).get("free_running")]
-    cpp_loops = {workload_id: bench["extra_info"]["free_running"]["loop_s"]
-                 for impl, workload_id, bench in runs if impl == "cpp"}
-    for impl, workload_id, bench in runs:
-        free = bench["extra_info"]["free_running"]
+    runs = [(impl, workload_id, bench, info) for impl, workload_id, bench in cases_of(cases, device, "training_run")
+            if (info := schema.info_of(bench)).free_running]
+    cpp_loops = {workload_id: info.free_running["loop_s"] for impl, workload_id, _, info in runs if impl == "cpp"}
+    for impl, workload_id, bench, info in runs:
+        free = info.free_running
         one_shot, cpp_loop = free.get("one_shot_s"), cpp_loops.get(workload_id)
         table.rows.append([impl, workload_of_id(workload_id).label, free["loop_s"], one_shot,
                            free["loop_s"] - (one_shot or 0.0), cpp_loop / free["loop_s"] if cpp_loop else None,
@@ -59,9 +57,11 @@ def faults_table(cases: dict, device: str) -> Table:
                   [("Case", ""), ("Workload", "")] + [(impl, ".1f") for impl in present])
     rows, alike = {}, []
     for (phase, impl, case_device, workload_id), bench in cases.items():
-        info = bench.get("extra_info") or {}
-        value = info.get("free_running_minor_faults_per_step") if phase == "training_run" else \
-            info.get("minor_faults_per_round")
+        info = schema.info_of(bench)
+        if phase == "training_run":
+            value = info.free_running_minor_faults_per_step
+        else:  # a phase's own; the other kinds of case record none
+            value = info.minor_faults_per_round if isinstance(info, schema.PhaseInfo) else None
         if case_device == device and value is not None:
             rows.setdefault((phase, workload_id), {})[impl] = value
     order = [phase.name for phase in PHASES] + ["training_run"]
@@ -84,17 +84,16 @@ def concurrent_table(cases: dict, device: str) -> Table:
                    ("Images/s, all jobs", ".0f"), ("Images/s against 1 job", ".2f"),
                    ("Slowdown of a job (median)", ".2f"), ("A job's loop (s, median)", ".2f"),
                    ("A job's CPU (cores, median)", ".2f"), ("GPU busy (%)", ".0f"), ("MPS", "")])
-    jobs = cases_of(cases, device, "concurrent_jobs-", "jobs")
-    single = {(impl, workload_id): bench["extra_info"].get("images_per_s") for impl, workload_id, bench in jobs
-              if bench["extra_info"].get("jobs") == 1}
-    for impl, workload_id, bench in jobs:
-        info = bench["extra_info"]
+    jobs = [(impl, workload_id, bench, schema.info_of(bench))
+            for impl, workload_id, bench in cases_of(cases, device, "concurrent_jobs-", lambda info: info.jobs or 0)]
+    single = {(impl, workload_id): info.images_per_s for impl, workload_id, _, info in jobs if info.jobs == 1}
+    for impl, workload_id, bench, info in jobs:
         one = single.get((impl, workload_id))
-        table.rows.append([impl, workload_of_id(workload_id).label, info.get("jobs"), info.get("threads_per_job"),
-                           info.get("images_per_s"), info["images_per_s"] / one if one and info.get("images_per_s")
-                           else None, _median(info.get("slowdown")), _median(info.get("job_loop_s")),
-                           _median(info.get("job_cpu_cores")), utilization(bench, "gpu"), _mps(info)])
-    if any(not (bench["extra_info"].get("trained") or "").endswith("free-running") for _, _, bench in jobs):
+        table.rows.append([impl, workload_of_id(workload_id).label, info.jobs, info.threads_per_job,
+                           info.images_per_s, info.images_per_s / one if one and info.images_per_s
+                           else None, _median(info.slowdown), _median(info.job_loop_s),
+                           _median(info.job_cpu_cores), utilization(bench, "gpu"), _mps(info)])
+    if any(not (info.trained or "").endswith("free-running") for _, _, _, info in jobs):
         table.notes.append("some jobs trained a few steps as a check (--benchmark-disable), not an epoch")
     return table
 
@@ -106,12 +105,11 @@ def ensemble_table(cases: dict, device: str) -> Table:
                   [("Implementation", ""), ("Workload", ""), ("Models", ""), ("Step (ms)", ".3f"),
                    ("Per model-step (ms)", ".3f"), ("Per model-step against 1 model", ".2f"),
                    ("Per model-step against its reference", ".2f"), ("GPU busy (%)", ".0f")])
-    members = cases_of(cases, device, "ensemble-", "models")
-    per_model = {(impl, workload_id, bench["extra_info"]["models"]): bench["stats"]["median"] * 1e3
-                 / bench["extra_info"]["models"] for impl, workload_id, bench in members
-                 if bench["extra_info"].get("models")}
-    for impl, workload_id, bench in members:
-        models = bench["extra_info"].get("models")
+    members = [(impl, workload_id, bench, schema.info_of(bench).models)
+               for impl, workload_id, bench in cases_of(cases, device, "ensemble-", lambda info: info.models or 0)]
+    per_model = {(impl, workload_id, models): bench["stats"]["median"] * 1e3 / models
+                 for impl, workload_id, bench, models in members if models}
+    for impl, workload_id, bench, models in members:
         mine = per_model.get((impl, workload_id, models))
         one = per_model.get((impl, workload_id, 1))
         reference = registry.get(impl).pair if impl in registry.BY_NAME else None

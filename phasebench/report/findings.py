@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import textwrap
 
-from phasebench import registry
+from phasebench import registry, schema
 from phasebench.report.cases import (
     NOT_RUN,
     PHASES,
@@ -20,18 +20,14 @@ from phasebench.report.cases import (
     workload_of_id,
     workloads_of,
 )
-from phasebench.results import case_key, ratio_pairs
+from phasebench.report.counts import is_counted
+from phasebench.results import all_cases, ratio_pairs
 
 # --- the answer at a glance: pytest's terminal summary (phasebench/plugin/__init__.py) and the report ------------
 
 def _ratio_cells(values: dict[str, float | None], pairs: list[tuple[str, str]], counted: bool = False) -> list[str]:
     return [direction(values[impl] / values[reference], counted) if values.get(impl) and values.get(reference)
             else "—" for impl, reference in pairs]
-
-
-def is_counted(benchmarks) -> bool:
-    """Whether these results hold instruction counts (--count instructions), not times."""
-    return any((bench.get("extra_info") or {}).get("metric") == "instructions" for bench in benchmarks)
 
 
 def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -55,10 +51,9 @@ PAIR = ("python", "cpp")  # the published pair, compared with each other
 RATIO_COLUMNS = (("data_loading", "data_loading"), ("train_step", "train_step"), ("training_run", "Total Time"))
 
 
-def _run_shape(info: dict) -> str:
-    rounds = info.get("rounds")
-    return (f"{info.get('epochs')} epoch(s), one run (no spread)" if rounds == 1
-            else f"{info.get('epochs')} epoch(s), median of {rounds}")
+def _run_shape(info: schema.TrainingRunInfo) -> str:
+    return (f"{info.epochs} epoch(s), one run (no spread)" if info.rounds == 1
+            else f"{info.epochs} epoch(s), median of {info.rounds}")
 
 
 def headline_pair(present: list[str]) -> tuple[str, str] | None:
@@ -77,11 +72,12 @@ def verdict(cases: dict, device: str, workload_id: str, pair: tuple[str, str]) -
     runs = {impl: cases.get(("training_run", impl, device, workload_id)) for impl in pair}
     if all(runs.values()):
         totals = {impl: bench["stats"]["median"] for impl, bench in runs.items()}
+        infos = {impl: schema.info_of(bench) for impl, bench in runs.items()}
         gap = totals[a] - totals[b]
-        parts = {phase.name: (phase_total(runs[a]["extra_info"], phase.name) or 0.0)
-                 - (phase_total(runs[b]["extra_info"], phase.name) or 0.0) for phase in RUN_PHASES}
+        parts = {phase.name: (phase_total(infos[a], phase.name) or 0.0) - (phase_total(infos[b], phase.name) or 0.0)
+                 for phase in RUN_PHASES}
         line = (f"Verdict: {a}'s Total Time is {direction(totals[a] / totals[b])} than {b}'s "
-                f"({totals[a]:.2f} against {totals[b]:.2f} s; {_run_shape(runs[a]['extra_info'])})")
+                f"({totals[a]:.2f} against {totals[b]:.2f} s; {_run_shape(infos[a])})")
         name, most = max(parts.items(), key=lambda item: item[1])
         if gap > 0 and most > 0:
             line += f"; {name} makes {most:.2f} s of the {gap:.2f} s gap ({most / gap:.0%})"
@@ -130,9 +126,9 @@ def answer(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
     (or, where it did not run, the first implementation and its reference) per phase (each median per call and python / cpp) and its training run's published rows (Total Time, Summed
     Time, each phase's total, Step In Run where a step is replayed whole); then one row per other implementation with
     its ratio to its reference. Every line fits in 100 columns, whatever the number of implementations."""
-    cases = {key: bench for bench in benchmarks
-             if (key := case_key(bench)) and not (bench.get("extra_info") or {}).get("world_size")}
-    counted = is_counted(benchmarks)  # the statistics are instructions (1e-9 each): ms read as M instructions
+    cases = all_cases({"benchmarks": benchmarks})
+    # Counted, the statistics are instructions (1e-9 each): ms read as M instructions.
+    counted = is_counted({"benchmarks": benchmarks})
     unit = "M instructions" if counted else "ms"
     sections = []
     for device in devices_of(cases):
@@ -154,17 +150,18 @@ def answer(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
             if rows:
                 lines += _aligned([f"phase: median {'instructions ' if counted else ''}per call"]
                                   + [f"{impl} ({unit})" for impl in pair] + ratio_header, rows)
-            runs = {impl: cases[key]["extra_info"] | {"total": cases[key]["stats"]["median"]} for impl in pair
-                    if (key := ("training_run", impl, device, workload_id)) in cases}
+            runs = {impl: cases[key] for impl in pair if (key := ("training_run", impl, device, workload_id)) in cases}
             if runs:
-                shapes = sorted({_run_shape(info) for info in runs.values()})
-                run_rows = [("Total Time", lambda info: info["total"]),
-                            ("Summed Time", lambda info: info.get("summed_median_s"))]
-                run_rows += [(phase.label, lambda info, name=phase.name: phase_total(info, name)) for phase in RUN_PHASES]
-                run_rows.append(("Process Total (spawn to exit)", lambda info: info.get("total_median_s")))
+                infos = {impl: schema.info_of(bench) for impl, bench in runs.items()}
+                shapes = sorted({_run_shape(info) for info in infos.values()})
+                run_rows = [("Total Time", lambda bench, info: bench["stats"]["median"]),
+                            ("Summed Time", lambda bench, info: info.summed_median_s)]
+                run_rows += [(phase.label, lambda bench, info, name=phase.name: phase_total(info, name))
+                             for phase in RUN_PHASES]
+                run_rows.append(("Process Total (spawn to exit)", lambda bench, info: info.total_median_s))
                 rows = []
                 for label, read in run_rows:
-                    values = {impl: read(runs[impl]) if impl in runs else None for impl in pair}
+                    values = {impl: read(runs[impl], infos[impl]) if impl in runs else None for impl in pair}
                     if any(value is not None for value in values.values()):
                         rows.append([label] + [NOT_RUN if value is None else f"{value:.4f}" for value in values.values()]
                                     + _ratio_cells(values, pairs))

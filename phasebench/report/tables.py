@@ -10,7 +10,7 @@ import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from phasebench import registry
+from phasebench import registry, schema
 from phasebench.data import SYNTHETIC_WARNING
 from phasebench.report.cases import (
     IMPLEMENTATIONS,
@@ -28,7 +28,7 @@ from phasebench.report.cases import (
     utilization,
     workload_of_id,
 )
-from phasebench.results import METHOD_VERSION, method_of, ratio_pairs
+from phasebench.results import METHOD_VERSION, ratio_pairs
 
 COLUMN_NAMES = {"python": "Python", "cpp": "CPP"}  # the published table's spelling
 
@@ -59,35 +59,35 @@ def run_table(cases: dict, device: str, method: int = METHOD_VERSION) -> Table:
                    if impl not in runs]
     if not runs:
         return table
-    shapes = sorted({(bench["extra_info"]["epochs"], bench["extra_info"]["rounds"]) for bench in runs.values()})
+    infos = {impl: schema.info_of(bench) for impl, bench in runs.items()}
+    shapes = sorted({(info.epochs, info.rounds) for info in infos.values()})
     table.title += ": " + "; ".join(f"{epochs} epoch(s), median of {rounds} rounds" for epochs, rounds in shapes) + \
         ", each round a fresh worker process; seconds"
 
     def line(label: str, read) -> tuple[str, dict]:
-        return label, {impl: read(bench["extra_info"]) for impl, bench in runs.items()}
+        return label, {impl: read(info) for impl, info in infos.items()}
 
     if method >= 2:  # the benchmark's own time is the program's, measured in the worker
         lines = [("Total Time", {impl: bench["stats"]["median"] for impl, bench in runs.items()})]
-        process_total = line("Process Total (spawn to exit)", lambda info: info.get("total_median_s"))
+        process_total = line("Process Total (spawn to exit)", lambda info: info.total_median_s)
     else:
         table.notes.append("Measured by method 1 (phasebench/results.py): its Total Time is the process's, spawn to exit")
         lines = [("Total Time", {impl: None for impl in runs})]
         process_total = ("Process Total (spawn to exit)", {impl: bench["stats"]["median"] for impl, bench in runs.items()})
-    lines += [line("Summed Time", lambda info: info["summed_median_s"]),
-              line("Step Count", lambda info: info["steps"])]
+    lines += [line("Summed Time", lambda info: info.summed_median_s),
+              line("Step Count", lambda info: info.steps)]
     lines += [line(phase.label, lambda info, name=phase.name: phase_total(info, name)) for phase in RUN_PHASES]
     # Beyond the published rows: the process around the program, the run without phase timers, and
     # the phases' own CPU use.
     lines += [process_total,
-              line("Worker Start-up", lambda info: info.get("startup_median_s")),
-              line("Program Set-up", lambda info: info.get("setup_median_s")),
-              line("Training Loop", lambda info: info.get("loop_median_s")),
-              line("Worker Exit", lambda info: info.get("stopping_median_s")),
-              line("Free-running Total Time", lambda info: (info.get("free_running") or {}).get("total_s")),
-              line("Free-running Training Loop", lambda info: (info.get("free_running") or {}).get("loop_s")),
-              line("Free-running Process Total",
-                   lambda info: (info.get("free_running") or {}).get("process_total_s")),
-              line("Phase CPU (cores)", lambda info: info.get("phase_cpu_cores"))]
+              line("Worker Start-up", lambda info: info.startup_median_s),
+              line("Program Set-up", lambda info: info.setup_median_s),
+              line("Training Loop", lambda info: info.loop_median_s),
+              line("Worker Exit", lambda info: info.stopping_median_s),
+              line("Free-running Total Time", lambda info: (info.free_running or {}).get("total_s")),
+              line("Free-running Training Loop", lambda info: (info.free_running or {}).get("loop_s")),
+              line("Free-running Process Total", lambda info: (info.free_running or {}).get("process_total_s")),
+              line("Phase CPU (cores)", lambda info: info.phase_cpu_cores)]
     recorded = [(label, values) for label, values in lines if any(value is not None for value in values.values())]
     for index, (label, values) in enumerate(recorded):
         cells = [values[impl] if impl in runs else NOT_RUN for impl in ("python", "cpp")]
@@ -169,14 +169,14 @@ def runs_table(cases: dict, device: str, method: int = METHOD_VERSION) -> Table:
                   f"seconds)", [("Implementation", ""), ("Workload", ""), ("Steps", ""), ("Total Time (s)", ".3f"),
                                 ("Summed Time (s)", ".3f")])
     runs = cases_of(cases, device, "training_run")
+    infos = [schema.info_of(bench) for _, _, bench in runs]
     phases = [phase for phase in RUN_PHASES + ONE_SHOT
-              if any(phase_total(bench.get("extra_info") or {}, phase.name) is not None for _, _, bench in runs)]
+              if any(phase_total(info, phase.name) is not None for info in infos)]
     table.columns += [(f"{phase.label} (s)", ".3f") for phase in phases]
-    for impl, workload_id, bench in runs:
-        info = bench.get("extra_info") or {}
+    for (impl, workload_id, bench), info in zip(runs, infos):
         total = bench["stats"]["median"] if method >= 2 else None
-        table.rows.append([impl, workload_of_id(workload_id).label, info.get("steps"), total,
-                           info.get("summed_median_s")] + [phase_total(info, phase.name) for phase in phases])
+        table.rows.append([impl, workload_of_id(workload_id).label, info.steps, total,
+                           info.summed_median_s] + [phase_total(info, phase.name) for phase in phases])
     if table.rows and method < 2:
         table.notes.append("Measured by method 1 (phasebench/results.py): no Total Time of the program's own")
     return table
@@ -190,12 +190,14 @@ def memory_table(cases: dict, device: str) -> Table:
                   + ([("Peak allocated on the device (MiB)", ".0f")] if device != "cpu" else []))
     for (phase, impl, case_device, workload_id), bench in sorted(
             cases.items(), key=lambda item: (impls_of(cases).index(item[0][1]), workload_of_id(item[0][3]))):
-        info = bench.get("extra_info") or {}
-        if phase != "training_run" or case_device != device or info.get("peak_rss_median_bytes") is None:
+        if phase != "training_run" or case_device != device:
             continue
-        row = [impl, workload_of_id(workload_id).label, info["peak_rss_median_bytes"] / 2**20]
+        info = schema.info_of(bench)
+        if info.peak_rss_median_bytes is None:
+            continue
+        row = [impl, workload_of_id(workload_id).label, info.peak_rss_median_bytes / 2**20]
         if device != "cpu":
-            peak = info.get("peak_device_median_bytes")
+            peak = info.peak_device_median_bytes
             row.append(None if peak is None else peak / 2**20)
         table.rows.append(row)
     if not table.rows:
@@ -241,17 +243,21 @@ def csv_block(table: Table, device: str) -> str:
     return out.getvalue()
 
 
+def _known(value) -> str:
+    return "?" if value is None else str(value)
+
+
 def describe(path: Path, result: dict) -> str:
-    machine = result.get("machine_info", {})
-    phasebench = machine.get("phasebench") or {}
+    machine = schema.machine_of(result)
     commit = result.get("commit_info") or {}
-    gpu = (phasebench.get("gpu") or {}).get("name") or "none"
+    gpu = (machine.gpu or {}).get("name") or "none"
     text = (f"{path}: saved {result.get('datetime', '?')}, commit {str(commit.get('id', '?'))[:8]}"
-            f"{' (dirty)' if commit.get('dirty') else ''}; method {method_of(result)}; torch {phasebench.get('torch', '?')}, "
-            f"{phasebench.get('dataset', '?')} data, {phasebench.get('threads', '?')} intra-op threads; "
-            f"CPU {phasebench.get('cpu', '?')}; GPU {gpu}.")
-    if phasebench.get("dataset") == "synthetic":
+            f"{' (dirty)' if commit.get('dirty') else ''}; method {machine.method}; torch {_known(machine.torch)}, "
+            f"{_known(machine.dataset)} data, {_known(machine.threads)} intra-op threads; CPU {_known(machine.cpu)}; "
+            f"GPU {gpu}.")
+    if machine.dataset == "synthetic":
         text += f" WARNING: {SYNTHETIC_WARNING}."
-    if phasebench.get("test_slow_phase"):
-        text += f" TEST KNOB {phasebench['test_slow_phase']}: slowed on purpose, not a real measurement."
+    slowed = (machine.testing or {}).get("slow_phase")
+    if slowed:
+        text += f" TEST KNOB {slowed}: slowed on purpose, not a real measurement."
     return text

@@ -1,6 +1,6 @@
 """The clock and its neighbours (docs/method.md#what-is-measured): a timed body with nothing but the body between
 the clock reads (on cuda the cheapest synchronization at both ends), the CPU clocks just outside them, the
-page faults read outside the clock, and the test-only slowdown the gate's studies add to one phase.
+page faults read outside the clock.
 Its C++ twin is cpp/src/clock.cpp."""
 
 from __future__ import annotations
@@ -50,40 +50,3 @@ def page_faults() -> tuple[int, int]:
     """The process's (minor, major) page faults so far."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_minflt, usage.ru_majflt
-
-
-def busy_wait(ns: int) -> None:
-    """Spin, not sleep: a test slowdown must compete for the CPU as real work does."""
-    end = time.perf_counter_ns() + ns
-    while time.perf_counter_ns() < end:
-        pass
-
-
-def added_work(iterations: int) -> None:
-    """Deterministic work, no clock: the same instructions every round (the instruction-count gate's injected
-    regression; its C++ twin is cpp/src/clock.cpp's added_work)."""
-    sink = 0
-    for i in range(iterations):
-        sink += i
-
-
-def slowed(body: Callable, ns: int, fraction: float = 0.0, work: int = 0) -> Callable:
-    """Test-only (the gate's studies): the body, then a spin of ns, or with a fraction above 0 of that fraction of
-    the time the body just took (a relative slowdown that scales with whatever else the machine is doing, as a
-    slower phase would)."""
-    def body_then_spin(trainer):
-        body(trainer)
-        busy_wait(ns)
-
-    def body_then_work(trainer):
-        body(trainer)
-        added_work(work)
-
-    def body_then_spin_its_fraction(trainer):
-        start = time.perf_counter_ns()
-        body(trainer)
-        busy_wait(int((time.perf_counter_ns() - start) * fraction))
-
-    if work > 0:
-        return body_then_work
-    return body_then_spin_its_fraction if fraction > 0 else body_then_spin

@@ -15,23 +15,21 @@ from phasebench.train.ensemble import KINDS as ENSEMBLE_KINDS
 from phasebench.train.model import Net, sgd
 from phasebench.train.phases import NEEDS_NO_STEP, PHASE_BY_NAME, PHASE_NAMES, RUN_BODIES, STEP_PARTS  # noqa: F401  (PHASE_NAMES for the worker)
 from phasebench.train.state import TrainingState
-from phasebench.train.timing import FLOOR_ROUNDS, page_faults, slowed, timer_floor, timer_for
+from phasebench.train.timing import FLOOR_ROUNDS, page_faults, timer_floor, timer_for
+from phasebench.worker.protocol import PhaseTiming
 
 
 class Trainer(TrainingState):
-    def __init__(self, root: str, slow_phase: str = "", slow_ns: int = 0, slow_fraction: float = 0.0,
-                 slow_work: int = 0, ensemble: str = "loop", **options):
+    def __init__(self, root: str, ensemble: str = "loop", **options):
         if ensemble not in ENSEMBLE_KINDS:
             raise ValueError(f"unknown ensemble '{ensemble}': {', '.join(ENSEMBLE_KINDS)}")
         super().__init__(root, **options)
         self.timed = timer_for(self.device)
         self.last_phase = None
         self.ensemble_kind, self.ensemble, self.ensemble_losses = ensemble, None, None
-        # The test-only slowdown (the gate's studies) wraps one phase's body, per phase and in the run alike.
-        def maybe_slowed(name, body):
-            return slowed(body, slow_ns, slow_fraction, slow_work) if name == slow_phase else body
-        self.bodies = {name: maybe_slowed(name, phase.body) for name, phase in PHASE_BY_NAME.items()}
-        self.run_bodies = {name: maybe_slowed(name, body) for name, body in RUN_BODIES.items()}
+        # Each phase's timed body, and the run's: this trainer's own, so that a test may wrap one after construction.
+        self.bodies = {name: phase.body for name, phase in PHASE_BY_NAME.items()}
+        self.run_bodies = dict(RUN_BODIES)
 
     def timer_floor(self, rounds: int = FLOOR_ROUNDS) -> int:
         return timer_floor(self.timed, self.bodies["noop"], self, rounds)
@@ -39,9 +37,9 @@ class Trainer(TrainingState):
     def threads(self) -> int:
         return torch.get_num_threads()
 
-    def run_phase(self, name: str) -> tuple[int, int, int, dict, dict]:
-        """Prepare the phase untimed, time its body; returns (ns, process CPU ns, thread CPU ns, product, the
-        process's page faults across the round: {"minor_faults", "major_faults"})."""
+    def run_phase(self, name: str) -> PhaseTiming:
+        """Prepare the phase untimed, time its body; returns its timing, its product and the process's page faults
+        across the round."""
         phase = PHASE_BY_NAME.get(name)
         step = self.step_piece
         if phase is None:
@@ -77,8 +75,8 @@ class Trainer(TrainingState):
         self.last_phase = name
         if name in ONE_SHOT_PHASES:
             step.ready = True
-        faults = {"minor_faults": after[0] - before[0], "major_faults": after[1] - before[1]}
-        return ns, cpu_ns, thread_ns, phase.product(self) | {"leftovers": leftovers}, faults
+        return PhaseTiming(ns, cpu_ns, thread_ns, phase.product(self) | {"leftovers": leftovers},
+                           after[0] - before[0], after[1] - before[1])
 
     def train(self, epochs: int, synchronize: bool, max_steps: int = 0) -> tuple[dict[str, int], int, int, int]:
         return run.train(self, self.run_bodies, epochs, synchronize, max_steps)

@@ -19,8 +19,12 @@ ROOT = Path(__file__).resolve().parents[2]
 CPP_DIR = ROOT / "cpp"
 BUILD_DIR = ROOT / "build"
 # What a build's hash covers, under cpp/: every file of these folders, and these files.
-SOURCES = ("include", "src", "Makefile")
+SOURCES = ("include", "src", "Makefile", "exports.map")
 LIBRARY_NAME = "libphasebench.so"
+# The library's builds: production (only include/phasebench.h's and phasebench_count.h's functions exported) and
+# testing (cpp/Makefile's `testing`: include/phasebench_testing.h's entry points too), each cached apart:
+# {variant: (file name, make target, the make variable naming its output)}.
+VARIANTS = {"production": (LIBRARY_NAME, None, "OUT"), "testing": ("libphasebench-testing.so", "testing", "TESTING_OUT")}
 # The plain C++ program the trainer is held to (cpp/plain/mnist_plain.cpp; `python -m phasebench.plain`).
 PLAIN_SOURCES = ("plain", "Makefile")
 PLAIN_NAME = "mnist_plain"
@@ -139,29 +143,34 @@ def toolchain_missing() -> str | None:
     return None
 
 
-def library_path(quiet: bool = True, announce=None) -> Path:
-    """The built library, building it first if the cache has none for this hash; `announce(line)` says so first."""
-    return _built(LIBRARY_NAME, SOURCES, target=None, quiet=quiet, announce=announce)
+def library_path(quiet: bool = True, announce=None, variant: str = "production") -> Path:
+    """The built library of that variant (VARIANTS), building it first if the cache has none for this hash;
+    `announce(line)` says so first."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown library variant '{variant}': {', '.join(VARIANTS)}")
+    name, target, out = VARIANTS[variant]
+    return _built(name, SOURCES, target=target, quiet=quiet, announce=announce, out=out)
 
 
 def plain_program_path(quiet: bool = True) -> Path:
     """The built plain C++ program (cpp/plain/mnist_plain.cpp), cached as the library is."""
-    return _built(PLAIN_NAME, PLAIN_SOURCES, target="plain", quiet=quiet)
+    return _built(PLAIN_NAME, PLAIN_SOURCES, target="plain", quiet=quiet, out="PLAIN_OUT")
 
 
-def _built(name: str, sources: tuple[str, ...], target: str | None, quiet: bool, announce=None) -> Path:
+def _built(name: str, sources: tuple[str, ...], target: str | None, quiet: bool, announce=None,
+           out: str = "OUT") -> Path:
     missing = toolchain_missing()
     if missing:
         raise BuildUnavailable(missing)
     variables = make_variables()
-    if target:  # the same variables hash another set of sources: keep the two apart
+    if target:  # the same variables hash another set of sources, or the testing build: keep them apart
         variables = variables | {"TARGET": target}
     out_dir = BUILD_DIR / build_hash(variables, sources)
     library = out_dir / name
     if library.exists():
         return library
     out_dir.mkdir(parents=True, exist_ok=True)
-    # Several workers may ask at once: one builds, the others wait for it.
+    # Several workers, or processes, may ask at once: one builds in the folder, the others wait for it.
     with open(out_dir / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if library.exists():
@@ -169,12 +178,12 @@ def _built(name: str, sources: tuple[str, ...], target: str | None, quiet: bool,
         partial = out_dir / (name + ".partial")
         # One compiler: the library is one translation unit (cpp/Makefile says why).
         command = ["make", "--no-print-directory", "-B", "-C", str(CPP_DIR)] + ([target] if target else [])
-        command += [f"OUT={partial}"] + [f"{key}={value}" for key, value in variables.items()
+        command += [f"{out}={partial}"] + [f"{key}={value}" for key, value in variables.items()
                                          if key not in ("TORCH_VERSION", "TARGET")]
         if not quiet:
             print(f"building {library} ...", file=sys.stderr, flush=True)
         if announce:
-            announce(f"phasebench: building the C++ library against torch {variables['TORCH_VERSION']} in {out_dir} "
+            announce(f"phasebench: building the C++ library{' (' + target + ')' if target else ''} against torch {variables['TORCH_VERSION']} in {out_dir} "
                      f"(once per source and toolchain; about a minute on 2 cores) ...")
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
@@ -185,9 +194,14 @@ def _built(name: str, sources: tuple[str, ...], target: str | None, quiet: bool,
     return library
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--variant", choices=tuple(VARIANTS), default="production")
+    args = parser.parse_args(argv)
     try:
-        print(library_path(quiet=False))
+        print(library_path(quiet=False, variant=args.variant))
     except (BuildUnavailable, BuildFailed) as error:
         print(error, file=sys.stderr)
         return 1

@@ -18,7 +18,8 @@ from typing import NamedTuple
 from phasebench import registry
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload
-from phasebench.worker import build, counting
+from phasebench.worker import build, counting, protocol
+from phasebench.worker.protocol import Request
 
 ROOT = Path(__file__).resolve().parents[2]
 # A sanitizer report runs from "==PID==ERROR: AddressSanitizer: ..." to "==PID==ABORTING"; its cause is at
@@ -75,9 +76,11 @@ def describe_exit(returncode: int) -> str:
 
 
 class Worker:
-    """One worker subprocess (phasebench/worker/server.py) with its trainer started."""
+    """One worker subprocess with its trainer started: `python -m MODULE`, phasebench/worker/server.py by default or
+    a module that runs its main() with more requests (the tests' tests/knobs_worker.py)."""
 
-    def __init__(self, impl: str, device: str, options: dict, timeout: float, library: str | None = None):
+    def __init__(self, impl: str, device: str, options: dict, timeout: float, library: str | None = None,
+                 module: str = "phasebench.worker.server"):
         self.impl, self.device, self.timeout = impl, device, timeout
         self.log_path: str | None = options.get("log_path")  # the trainer's published log lines (not self.log)
         self.log = tempfile.NamedTemporaryFile(prefix=f"phasebench-{impl}-{device}-", suffix=".log", delete=False)
@@ -85,7 +88,7 @@ class Worker:
         count = options.pop("count", None)  # the instruction-count mode (phasebench/plugin/counting.py)
         read_fd, write_fd = os.pipe()
         language = registry.get(impl).language
-        command = [sys.executable, "-m", "phasebench.worker.server", "--impl", impl, "--language", language,
+        command = [sys.executable, "-m", module, "--impl", impl, "--language", language,
                    "--reply-fd", str(write_fd)]
         if library:
             command += ["--library", library]
@@ -102,10 +105,10 @@ class Worker:
         os.close(write_fd)
         self.replies, self.buffer = read_fd, b""
         try:
-            self.info = self.request({"cmd": "start", "options": options})
+            self.info = self.request(protocol.Start(options))
             if "count_floor_dumps" in self.info:  # the empty bracket's rounds, read here, outside Valgrind
-                floors = [counting.read_round(**f)["instructions"] for f in self.info.pop("count_floor_dumps")]
-                self.info |= {"count_floor": int(statistics.median(floors)), "count_floors": floors}
+                floors = [counting.read_round(**f)["instructions"] for f in self.info.extra.pop("count_floor_dumps")]
+                self.info.extra |= {"count_floor": int(statistics.median(floors)), "count_floors": floors}
         except BaseException:
             self.kill()
             self.close()
@@ -152,25 +155,25 @@ class Worker:
         line, self.buffer = self.buffer.split(b"\n", 1)
         return line
 
-    def request(self, message: dict, timeout: float | None = None) -> dict:
+    def request(self, message: Request, timeout: float | None = None) -> protocol.Reply:
+        """The worker's reply to `message`, of the request's reply type; WorkerError when it answers with an error."""
         self.send(message)
         return self.receive(message, timeout)
 
-    def send(self, message: dict) -> None:
+    def send(self, message: Request) -> None:
         """The first half of request(): several workers can be sent their requests before any reply is read
         (test_concurrent_jobs releases its jobs so). Every send is followed by its receive()."""
         try:
-            self.process.stdin.write(json.dumps(message).encode() + b"\n")
+            self.process.stdin.write(message.encode().encode() + b"\n")
             self.process.stdin.flush()
         except (BrokenPipeError, OSError):
             self.process.wait()
-            raise self._died(message.get("name") or message["cmd"],
-                             f"had died with {describe_exit(self.process.returncode)}") from None
+            raise self._died(message.what, f"had died with {describe_exit(self.process.returncode)}") from None
 
-    def receive(self, message: dict, timeout: float | None = None) -> dict:
+    def receive(self, message: Request, timeout: float | None = None) -> protocol.Reply:
         """The reply to `message`, sent with send(); a worker that does not answer within `timeout` seconds
         (--round-timeout by default) is killed."""
-        what = message.get("name") or message["cmd"]
+        what = message.what
         timeout = self.timeout if timeout is None else timeout
         try:
             line = self._read_line(what, time.monotonic() + timeout)
@@ -182,14 +185,17 @@ class Worker:
         reply = json.loads(line)
         if not reply.pop("ok"):
             raise WorkerError(f"{self.name}: {reply['error']}")
-        return reply
+        try:
+            return message.reply.decode(reply)
+        except protocol.ProtocolError as error:
+            raise WorkerError(f"{self.name}: {error}") from None
 
     def run_phase(self, phase: str) -> PhaseRound:
-        reply = self.request({"cmd": "phase", "name": phase})
+        reply = self.request(protocol.Phase(phase))
         # The instruction-count mode: the worker says where its round's dump is; it is read here, outside Valgrind.
         counted = counting.read_round(reply["dump"], reply["label"]) if "dump" in reply else None
-        return PhaseRound(reply["ns"], reply["cpu_ns"], reply["thread_cpu_ns"], reply["product"],
-                          reply["minor_faults"], reply["major_faults"], counted)
+        return PhaseRound(reply.ns, reply.cpu_ns, reply.thread_cpu_ns, reply.product, reply.minor_faults,
+                          reply.major_faults, counted)
 
     @property
     def pci_bus_id(self) -> str | None:
@@ -205,7 +211,7 @@ class Worker:
         """Stop the worker; returns its exit status."""
         if self.alive():
             try:
-                self.request({"cmd": "stop"}, timeout=timeout)
+                self.request(protocol.Stop(), timeout=timeout)
                 self.process.wait(timeout=timeout)
             except (WorkerDied, WorkerError, subprocess.TimeoutExpired):
                 self.kill()

@@ -71,7 +71,7 @@ class Counter:
 
 
 def perturb_heap() -> None:
-    """Test-only (PHASEBENCH_TEST_HEAP_PAD=N, .ci/count-study's SPREAD_PERTURB): before the trainer is built, leave
+    """Test-only (PHASEBENCH_TEST_HEAP_PAD=N, studies/count-study's SPREAD_PERTURB): before the trainer is built, leave
     the C library's heap in another state for each N, holes of other sizes freed among blocks kept, as a change to
     the code before it would. The same in both languages (both workers are this process), since the C++ trainer's
     heap is the C library's; an environment variable's length moves the Python heap but not this one."""

@@ -1,12 +1,14 @@
-"""ctypes bindings to the C ABI of cpp/include/phasebench.h, and to the test-only entry points of
-cpp/include/phasebench_testing.h. Used by the C++ worker only: importing this module imports neither torch nor
-the Python trainer."""
+"""ctypes bindings to the C ABI of cpp/include/phasebench.h, and, for the testing build only
+(phasebench/worker/build.py's variant "testing"), to the test-only entry points of cpp/include/phasebench_testing.h.
+Used by the C++ worker only: importing this module imports neither torch nor the Python trainer."""
 
 from __future__ import annotations
 
 import ctypes
 import math
 from array import array
+
+from phasebench.worker.protocol import PhaseTiming
 
 PB_OK = 0
 PB_ABI_VERSION = 6  # cpp/include/phasebench.h: these bindings' structs and signatures
@@ -96,8 +98,8 @@ _SIGNATURES = {
     "pb_dist_attach": [_P, ctypes.c_char_p],
     "pb_dist_steps": [_P, ctypes.c_int64, _I64P],
 }
-# cpp/include/phasebench_testing.h: the same library's test-only entry points, outside the production ABI.
-_TESTING_SIGNATURES = {
+# cpp/include/phasebench_testing.h: the testing build's test-only entry points, outside the production ABI.
+TESTING_SIGNATURES = {
     "pb_testing_slow_phase": [_P, ctypes.c_char_p, ctypes.c_int64, ctypes.c_double],
     "pb_testing_slow_work": [_P, ctypes.c_char_p, ctypes.c_int64],
 }
@@ -111,11 +113,26 @@ def load(path: str) -> ctypes.CDLL:
             or version.value != PB_ABI_VERSION:
         found = "no pb_abi_version" if not hasattr(lib, "pb_abi_version") else f"ABI version {version.value}"
         raise CppError(f"{path}: {found}, these bindings need ABI version {PB_ABI_VERSION}; rebuild it from cpp/")
-    for name, argtypes in (_SIGNATURES | _TESTING_SIGNATURES).items():
-        function = getattr(lib, name)
-        function.argtypes, function.restype = argtypes, ctypes.c_int
+    _bind(lib, _SIGNATURES)
     lib.pb_last_error.argtypes, lib.pb_last_error.restype = [], ctypes.c_char_p
     return lib
+
+
+def load_testing(path: str) -> ctypes.CDLL:
+    """The testing build (cpp/Makefile's `testing`): the production ABI and the test-only entry points."""
+    lib = load(path)
+    missing = [name for name in TESTING_SIGNATURES if not hasattr(lib, name)]
+    if missing:
+        raise CppError(f"{path}: no {', '.join(missing)}: not the testing build (phasebench/worker/build.py's "
+                       f"library_path(variant='testing'))")
+    _bind(lib, TESTING_SIGNATURES)
+    return lib
+
+
+def _bind(lib: ctypes.CDLL, signatures: dict) -> None:
+    for name, argtypes in signatures.items():
+        function = getattr(lib, name)
+        function.argtypes, function.restype = argtypes, ctypes.c_int
 
 
 def _product(result: Result) -> dict:
@@ -135,9 +152,8 @@ class CppTrainer:
     """The C++ trainer behind the same methods as phasebench.train.trainer.Trainer (as the worker uses them)."""
 
     def __init__(self, lib: ctypes.CDLL, root: str, device: str = "cpu", threads: int = 0, seed: int = 1,
-                 log_path: str | None = None, dropout: float = 0.5, slow_phase: str = "", slow_ns: int = 0,
-                 slow_fraction: float = 0.0, slow_work: int = 0, width: int = 1, batch_size: int = 64, loader: str = "published",
-                 step: str = "eager"):
+                 log_path: str | None = None, dropout: float = 0.5, width: int = 1, batch_size: int = 64,
+                 loader: str = "published", step: str = "eager"):
         self.lib = lib
         self.batch_size = batch_size
         # LibTorch's MNIST reads the IDX files straight from the folder it is given.
@@ -146,29 +162,21 @@ class CppTrainer:
                                 width, batch_size, loader.encode(), step.encode())
         self.handle = _P()
         self.ensemble_size = 0  # the members of the session's ensemble, as pb_ensemble_create was told
-        self._call("pb_create", ctypes.byref(self._options), ctypes.byref(self.handle))
-        if slow_phase:  # the gate's test-only slow knob (phasebench.gate.SlowPhase), before any phase runs
-            try:
-                if slow_work:
-                    self._call("pb_testing_slow_work", self.handle, slow_phase.encode(), slow_work)
-                else:
-                    self._call("pb_testing_slow_phase", self.handle, slow_phase.encode(), slow_ns, slow_fraction)
-            except CppError:
-                self.close()
-                raise
+        self.call("pb_create", ctypes.byref(self._options), ctypes.byref(self.handle))
 
-    def _call(self, name: str, *args) -> None:
+    def call(self, name: str, *args) -> None:
+        """The library's function `name` on these arguments; CppError with its message when it fails."""
         if getattr(self.lib, name)(*args) != PB_OK:
             raise CppError(self.lib.pb_last_error().decode(errors="replace"))
 
     def _text(self, name: str) -> str:
         buffer = ctypes.create_string_buffer(4096)
-        self._call(name, self.handle, buffer, len(buffer))
+        self.call(name, self.handle, buffer, len(buffer))
         return buffer.value.decode()
 
     def close(self):
         if self.handle:
-            self._call("pb_destroy", self.handle)
+            self.call("pb_destroy", self.handle)
             self.handle = _P()
 
     def phase_names(self) -> list[str]:
@@ -176,18 +184,18 @@ class CppTrainer:
 
     def threads(self) -> int:
         count = ctypes.c_int32()
-        self._call("pb_threads", self.handle, ctypes.byref(count))
+        self.call("pb_threads", self.handle, ctypes.byref(count))
         return count.value
 
-    def run_phase(self, name: str) -> tuple[int, int, int, dict, dict]:
+    def run_phase(self, name: str) -> PhaseTiming:
         ns, result = ctypes.c_int64(), Result()
-        self._call("pb_run_phase", self.handle, name.encode(), ctypes.byref(ns), ctypes.byref(result))
-        faults = {"minor_faults": result.minor_faults, "major_faults": result.major_faults}
-        return ns.value, result.cpu_ns, result.thread_cpu_ns, _product(result), faults
+        self.call("pb_run_phase", self.handle, name.encode(), ctypes.byref(ns), ctypes.byref(result))
+        return PhaseTiming(ns.value, result.cpu_ns, result.thread_cpu_ns, _product(result), result.minor_faults,
+                           result.major_faults)
 
     def timer_floor(self) -> int:
         ns = ctypes.c_int64()
-        self._call("pb_timer_floor", self.handle, ctypes.byref(ns))
+        self.call("pb_timer_floor", self.handle, ctypes.byref(ns))
         return ns.value
 
     def layout(self) -> list[tuple[str, list[int]]]:
@@ -196,40 +204,40 @@ class CppTrainer:
 
     def param_count(self) -> int:
         count = ctypes.c_int64()
-        self._call("pb_param_count", self.handle, ctypes.byref(count))
+        self.call("pb_param_count", self.handle, ctypes.byref(count))
         return count.value
 
     def get_params(self) -> array:
         values = array("f", bytes(4 * self.param_count()))
         buffer = (ctypes.c_float * len(values)).from_buffer(values)
-        self._call("pb_get_params", self.handle, buffer, len(values))
+        self.call("pb_get_params", self.handle, buffer, len(values))
         return values
 
     def set_params(self, values: array) -> None:
         buffer = (ctypes.c_float * len(values)).from_buffer(values)
-        self._call("pb_set_params", self.handle, buffer, len(values))
+        self.call("pb_set_params", self.handle, buffer, len(values))
 
     def epoch_batches(self) -> int:
         count = ctypes.c_int64()
-        self._call("pb_epoch_batches", self.handle, ctypes.byref(count))
+        self.call("pb_epoch_batches", self.handle, ctypes.byref(count))
         return count.value
 
     def batch_at(self, index: int) -> tuple[array, list[int]]:
         images = (ctypes.c_float * (self.batch_size * IMAGE_FLOATS))()
         labels = (ctypes.c_int64 * self.batch_size)()
         size = ctypes.c_int64()
-        self._call("pb_get_batch", self.handle, index, images, labels, self.batch_size, ctypes.byref(size))
+        self.call("pb_get_batch", self.handle, index, images, labels, self.batch_size, ctypes.byref(size))
         n = size.value
         return array("f", images[: n * IMAGE_FLOATS]), list(labels[:n])
 
     def train_steps(self, steps: int) -> list[float]:
         losses = (ctypes.c_double * steps)()
-        self._call("pb_train_steps", self.handle, steps, losses)
+        self.call("pb_train_steps", self.handle, steps, losses)
         return list(losses)
 
     def evaluate(self) -> tuple[float, float]:
         accuracy, loss = ctypes.c_double(), ctypes.c_double()
-        self._call("pb_evaluate", self.handle, ctypes.byref(accuracy), ctypes.byref(loss))
+        self.call("pb_evaluate", self.handle, ctypes.byref(accuracy), ctypes.byref(loss))
         return accuracy.value, loss.value
 
     def train(self, epochs: int, synchronize: bool, max_steps: int = 0) -> tuple[dict[str, int], int, int, int]:
@@ -237,43 +245,43 @@ class CppTrainer:
         names = self._text("pb_run_phase_names").split(",")
         totals = (ctypes.c_int64 * len(names))()
         steps, loop_ns, cpu_ns = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
-        self._call("pb_train", self.handle, epochs, int(synchronize), max_steps, totals, len(names),
+        self.call("pb_train", self.handle, epochs, int(synchronize), max_steps, totals, len(names),
                    ctypes.byref(steps), ctypes.byref(loop_ns), ctypes.byref(cpu_ns))
         return dict(zip(names, totals)), steps.value, loop_ns.value, cpu_ns.value
 
     # Data parallel (docs/distributed.md), as phasebench.train.trainer.Trainer's methods of the same names.
     def attach(self, group_name: str) -> None:
-        self._call("pb_dist_attach", self.handle, group_name.encode())
+        self.call("pb_dist_attach", self.handle, group_name.encode())
 
     def timed_steps(self, steps: int) -> list[int]:
         ns = (ctypes.c_int64 * max(steps, 1))()
-        self._call("pb_dist_steps", self.handle, steps, ns)
+        self.call("pb_dist_steps", self.handle, steps, ns)
         return list(ns[:steps])
 
     # Ensembles (docs/gpu.md#concurrent-jobs-and-ensembles), as phasebench.train.trainer.Trainer's methods of the same names.
     def start_ensemble(self, models: int) -> None:
-        self._call("pb_ensemble_create", self.handle, models)
+        self.call("pb_ensemble_create", self.handle, models)
         self.ensemble_size = models
 
     def stop_ensemble(self) -> None:
-        self._call("pb_ensemble_destroy", self.handle)
+        self.call("pb_ensemble_destroy", self.handle)
         self.ensemble_size = 0
 
     def ensemble_step(self) -> tuple[int, int, int, list[float]]:
         ns, cpu_ns, thread_ns = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
         losses = (ctypes.c_double * max(self.ensemble_size, 1))()
-        self._call("pb_ensemble_step", self.handle, ctypes.byref(ns), ctypes.byref(cpu_ns), ctypes.byref(thread_ns),
+        self.call("pb_ensemble_step", self.handle, ctypes.byref(ns), ctypes.byref(cpu_ns), ctypes.byref(thread_ns),
                    losses, len(losses))
         return ns.value, cpu_ns.value, thread_ns.value, list(losses[: self.ensemble_size])
 
     def ensemble_params(self, member: int) -> array:
         values = array("f", bytes(4 * self.param_count()))  # every member has the session model's layout
         buffer = (ctypes.c_float * len(values)).from_buffer(values)
-        self._call("pb_ensemble_get_params", self.handle, member, buffer, len(values))
+        self.call("pb_ensemble_get_params", self.handle, member, buffer, len(values))
         return values
 
     def peak_device_memory(self) -> int | None:
         """Peak bytes allocated on the device since train() began; None on cpu."""
         peak = ctypes.c_int64()
-        self._call("pb_peak_device_memory", self.handle, ctypes.byref(peak))
+        self.call("pb_peak_device_memory", self.handle, ctypes.byref(peak))
         return None if peak.value < 0 else peak.value

@@ -2,7 +2,8 @@
 
     python -m phasebench.worker.server --impl NAME --language python|cpp --reply-fd FD [--library PATH]
 
-Requests arrive as JSON lines on stdin; each gets one JSON line on FD. The process's own
+Requests arrive as JSON lines on stdin; each gets one JSON line on FD (phasebench/worker/protocol.py says what
+each holds; Server's table says who answers it). The process's own
 stdout is pointed at stderr so that nothing printed by torch, torchvision or LibTorch can
 corrupt the replies. The C++ worker loads the library with ctypes and never imports torch
 or the Python trainer (docs/architecture.md#the-c-abi-and-the-build).
@@ -16,13 +17,12 @@ import ctypes
 import json
 import os
 import resource
-import signal
 import sys
 import time
 from array import array
-from functools import partial
+from collections.abc import Callable
 
-from phasebench.worker import group
+from phasebench.worker import group, protocol
 
 
 def load_libraries(language: str, library: str | None = None):
@@ -125,34 +125,6 @@ def pci_bus_id(device: str) -> str | None:
     return f"{int(domain, 16):08X}:{bus.upper()}:{rest.upper()}"
 
 
-def fault(kind: str):
-    """Test-only fault knob (docs/faults.md#faults-and-bad-input): make this worker die or hang on purpose,
-    on a "fault" request or on the phases named in PHASEBENCH_TEST_FAULT."""
-    if kind == "segfault":
-        ctypes.string_at(0)
-    elif kind == "abort":
-        os.abort()
-    elif kind == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    elif kind == "hang":
-        while True:
-            time.sleep(3600)
-    raise ValueError(f"unknown fault '{kind}': segfault, abort, kill or hang")
-
-
-def faults_for(impl: str, rank: int | None = None) -> dict[str, str]:
-    """PHASEBENCH_TEST_FAULT=[IMPL[@RANK]/]PHASE:KIND[,...] as {phase: kind} for a worker of `impl` (and, once it
-    joined a process group, of that rank): lets one suite run show what a faulty case does to the others."""
-    faults = {}
-    for item in filter(None, os.environ.get("PHASEBENCH_TEST_FAULT", "").split(",")):
-        target, _, kind = item.partition(":")
-        only, _, phase = target.rpartition("/")
-        only_impl, at, only_rank = only.partition("@")
-        if only_impl in ("", impl) and (not at or (rank is not None and only_rank == str(rank))):
-            faults[phase] = kind
-    return faults
-
-
 def on_the_shared_clock(work):
     """Runs work(); returns its result and when it started and ended on CLOCK_MONOTONIC (perf_counter_ns, which
     every process on the machine shares, so test_concurrent_jobs can line jobs up), with the process CPU time
@@ -167,140 +139,200 @@ def on_the_shared_clock(work):
                     "minor_faults": after.ru_minflt - before.ru_minflt, "major_faults": after.ru_majflt - before.ru_majflt}
 
 
-def handle(adapter, request: dict) -> dict:
-    command = request["cmd"]
-    trainer = adapter.trainer
-    if command == "phase":
-        ns, cpu_ns, thread_cpu_ns, product, faults = trainer.run_phase(request["name"])
-        return {"ns": ns, "cpu_ns": cpu_ns, "thread_cpu_ns": thread_cpu_ns, "product": product} | faults
-    if command == "phase_names":
-        return {"names": adapter.phase_names()}
-    if command == "layout":
-        return {"layout": trainer.layout()}
-    if command == "get_params":
-        return {"data": base64.b64encode(adapter.get_params()).decode()}
-    if command == "set_params":
-        adapter.set_params(base64.b64decode(request["data"]))
-        return {}
-    if command == "epoch_batches":
-        return {"count": trainer.epoch_batches()}
-    if command == "batch":
-        images, labels = adapter.batch_at(request["index"])
-        return {"images": base64.b64encode(images).decode(), "labels": labels}
-    if command == "train_steps":
-        losses, clock = on_the_shared_clock(lambda: trainer.train_steps(request["steps"]))
-        return {"losses": losses} | clock
+class Server:
+    """A worker's requests and their handlers: `table()` maps each command's name to (its request type, the method
+    that answers it). A subclass adds commands to the table, or acts before each request (`dispatch`) or once a
+    trainer is started (`started`); `main(server=...)` runs it."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.adapter = self.counter = None
+        self.stopping = False
+
+    def table(self) -> dict[str, tuple[type[protocol.Request], Callable]]:
+        r = protocol
+        return {
+            r.Start.cmd: (r.Start, self.start), r.Stop.cmd: (r.Stop, self.stop), r.Ping.cmd: (r.Ping, self.ping),
+            r.Phase.cmd: (r.Phase, self.phase), r.PhaseNames.cmd: (r.PhaseNames, self.phase_names),
+            r.Layout.cmd: (r.Layout, self.layout), r.GetParams.cmd: (r.GetParams, self.get_params),
+            r.SetParams.cmd: (r.SetParams, self.set_params), r.EpochBatches.cmd: (r.EpochBatches, self.epoch_batches),
+            r.Batch.cmd: (r.Batch, self.batch), r.TrainSteps.cmd: (r.TrainSteps, self.train_steps),
+            r.DistStore.cmd: (r.DistStore, self.dist_store), r.DistJoin.cmd: (r.DistJoin, self.dist_join),
+            r.TimedSteps.cmd: (r.TimedSteps, self.timed_steps), r.Evaluate.cmd: (r.Evaluate, self.evaluate),
+            r.Train.cmd: (r.Train, self.train), r.EnsembleStart.cmd: (r.EnsembleStart, self.ensemble_start),
+            r.EnsembleStep.cmd: (r.EnsembleStep, self.ensemble_step),
+            r.EnsembleParams.cmd: (r.EnsembleParams, self.ensemble_params),
+            r.EnsembleStop.cmd: (r.EnsembleStop, self.ensemble_stop),
+        }
+
+    def serve(self, lines, reply: Callable[[dict], None]) -> int:
+        """Answers each request line with one reply, until a stop or the end of the lines."""
+        handlers = self.table()
+        requests = {name: kind for name, (kind, _) in handlers.items()}
+        for line in lines:
+            try:
+                request = protocol.decode_request(line, requests)
+                answer = self.dispatch(request, handlers[request.cmd][1])
+                reply({"ok": True} | answer.encode())
+            except Exception as error:  # the client raises it with this message, verbatim
+                # A collective's or a store's error (c10d's carry a backtrace): its first line says why.
+                text = group.one_line(error) if type(error).__module__.startswith("torch.distributed") else str(error)
+                reply({"ok": False, "error": text, "type": type(error).__name__})
+            if self.stopping:
+                break
+        return 0
+
+    def dispatch(self, request: protocol.Request, handler: Callable) -> protocol.Reply:
+        """Runs the request's handler; a trainer must be started first, except for the commands that start one."""
+        if self.adapter is None and not isinstance(request, (protocol.Start, protocol.Stop, protocol.Ping)):
+            raise RuntimeError(f"'{request.cmd}' before 'start'")
+        return handler(request)
+
+    def started(self) -> None:
+        """Called once a start request has built its trainer (self.adapter), before its reply."""
+
+    @property
+    def trainer(self):
+        return self.adapter.trainer
+
+    # -- the worker's life ---------------------------------------------------------------------------------------
+    def start(self, request: protocol.Start) -> protocol.Started:
+        if self.adapter is not None:  # a restart with other options (the equivalence tests): a fresh trainer
+            self.adapter.trainer.close()
+            self.adapter = None
+        args = self.args
+        if args.count_out:
+            from phasebench.worker.count_server import perturb_heap
+
+            perturb_heap()
+        self.adapter = (PythonAdapter(request.options) if args.language == "python"
+                        else CppAdapter(request.options, args.library))
+        self.started()
+        counted = {}
+        if args.count_out:  # docs/instruction-counts.md: the bracket instead of the clock
+            from phasebench.worker.count_server import Counter
+
+            self.counter = Counter(args.library, args.count_out, args.impl)
+            counted = self.counter.attach(args.language, self.trainer) | {"cpu_capability": capability()}
+        return protocol.Started(os.getpid(), self.adapter.phase_names(), self.trainer.threads(),
+                                0 if self.counter else self.trainer.timer_floor(), self.adapter.setup_ns,
+                                pci_bus_id(request.options.get("device", "cpu")), extra=counted)
+
+    def stop(self, request: protocol.Stop) -> protocol.Ok:
+        if self.adapter is not None:
+            self.trainer.close()
+        self.stopping = True
+        return protocol.Ok()
+
+    def ping(self, request: protocol.Ping) -> protocol.Ok:  # the round trip alone, for worker_overhead
+        return protocol.Ok()
+
+    # -- phases and steps ----------------------------------------------------------------------------------------
+    def phase(self, request: protocol.Phase) -> protocol.PhaseReply:
+        if self.counter is not None:  # the instruction-count mode: where the round's dump is, beside its reply
+            counted = self.counter.count(self.trainer, request.name, lambda: self._phase(request.name))
+            reply = counted.pop("result")
+            reply.extra |= counted
+            return reply
+        return self._phase(request.name)
+
+    def _phase(self, name: str) -> protocol.PhaseReply:
+        return protocol.PhaseReply(*self.trainer.run_phase(name))
+
+    def phase_names(self, request: protocol.PhaseNames) -> protocol.Names:
+        return protocol.Names(self.adapter.phase_names())
+
+    def layout(self, request: protocol.Layout) -> protocol.LayoutReply:
+        return protocol.LayoutReply(self.trainer.layout())
+
+    def get_params(self, request: protocol.GetParams) -> protocol.Data:
+        return protocol.Data(base64.b64encode(self.adapter.get_params()).decode())
+
+    def set_params(self, request: protocol.SetParams) -> protocol.Ok:
+        self.adapter.set_params(base64.b64decode(request.data))
+        return protocol.Ok()
+
+    def epoch_batches(self, request: protocol.EpochBatches) -> protocol.Count:
+        return protocol.Count(self.trainer.epoch_batches())
+
+    def batch(self, request: protocol.Batch) -> protocol.BatchReply:
+        images, labels = self.adapter.batch_at(request.index)
+        return protocol.BatchReply(base64.b64encode(images).decode(), labels)
+
+    def train_steps(self, request: protocol.TrainSteps) -> protocol.Losses:
+        losses, clock = on_the_shared_clock(lambda: self.trainer.train_steps(request.steps))
+        return protocol.Losses(losses=losses, **clock)
+
     # Data parallel (docs/distributed.md; phasebench/worker/group.py): rank 0 opens the store, every rank joins.
-    if command == "dist_store":
-        adapter.store, port = group.open_store(request["world"], request["timeout_s"])
-        return {"port": port}
-    if command == "dist_join":
+    def dist_store(self, request: protocol.DistStore) -> protocol.Port:
+        self.adapter.store, port = group.open_store(request.world, request.timeout_s)
+        return protocol.Port(port)
+
+    def dist_join(self, request: protocol.DistJoin) -> protocol.Joined:
         started = time.perf_counter_ns()
-        name = group.join(request["rank"], request["world"], request["device"], request["timeout_s"],
-                          request["port"], getattr(adapter, "store", None))
-        trainer.attach(name)
-        return {"group": name, "backend": group.backend_for(request["device"]), "phases": adapter.phase_names(),
-                "join_ns": time.perf_counter_ns() - started}
-    if command == "timed_steps":
-        step_ns, clock = on_the_shared_clock(lambda: trainer.timed_steps(request["steps"]))
-        return {"step_ns": step_ns} | clock
-    if command == "evaluate":
-        accuracy, loss = trainer.evaluate()
-        return {"accuracy": accuracy, "loss": loss}
-    if command == "train":
+        name = group.join(request.rank, request.world, request.device, request.timeout_s, request.port,
+                          getattr(self.adapter, "store", None))
+        self.trainer.attach(name)
+        return protocol.Joined(name, group.backend_for(request.device), self.adapter.phase_names(),
+                               time.perf_counter_ns() - started)
+
+    def timed_steps(self, request: protocol.TimedSteps) -> protocol.StepTimes:
+        step_ns, clock = on_the_shared_clock(lambda: self.trainer.timed_steps(request.steps))
+        return protocol.StepTimes(step_ns=step_ns, **clock)
+
+    def evaluate(self, request: protocol.Evaluate) -> protocol.Evaluation:
+        accuracy, loss = self.trainer.evaluate()
+        return protocol.Evaluation(accuracy, loss)
+
+    def train(self, request: protocol.Train) -> protocol.Run:
+        trainer, setup_ns = self.trainer, self.adapter.setup_ns
         (totals, steps, loop_ns, cpu_ns), clock = on_the_shared_clock(
-            lambda: trainer.train(request["epochs"], request["synchronize"], request.get("max_steps", 0)))
+            lambda: trainer.train(request.epochs, request.synchronize, request.max_steps))
         # The published Total Time: the program from before its dataset is opened to its last step.
-        return {"phase_ns": totals, "steps": steps, "loop_ns": loop_ns, "phase_cpu_ns": cpu_ns,
-                "setup_ns": adapter.setup_ns, "program_ns": adapter.setup_ns + loop_ns,
-                # This process's peak resident memory so far (Linux reports KiB), and the device's peak since
-                # train() began (docs/implementations.md#implementations-and-workloads).
-                "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                "peak_device_bytes": trainer.peak_device_memory()} | clock
+        return protocol.Run(phase_ns=totals, steps=steps, loop_ns=loop_ns, phase_cpu_ns=cpu_ns, setup_ns=setup_ns,
+                            program_ns=setup_ns + loop_ns,
+                            # This process's peak resident memory so far (Linux reports KiB), and the device's peak
+                            # since train() began (docs/implementations.md#implementations-and-workloads).
+                            peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                            peak_device_bytes=trainer.peak_device_memory(), **clock)
+
     # Ensembles (docs/gpu.md#concurrent-jobs-and-ensembles): M models built from seeds 1..M, a timed step of all
     # of them, a member's parameters.
-    if command == "ensemble_start":
-        trainer.start_ensemble(request["models"])
-        return {}
-    if command == "ensemble_step":
-        ns, cpu_ns, thread_cpu_ns, losses = trainer.ensemble_step()
-        return {"ns": ns, "cpu_ns": cpu_ns, "thread_cpu_ns": thread_cpu_ns, "losses": losses}
-    if command == "ensemble_params":
-        return {"data": base64.b64encode(adapter.ensemble_params(request["member"])).decode()}
-    if command == "ensemble_stop":
-        trainer.stop_ensemble()
-        return {}
-    if command == "fault":
-        fault(request["kind"])
-    raise ValueError(f"unknown command '{command}'")
+    def ensemble_start(self, request: protocol.EnsembleStart) -> protocol.Ok:
+        self.trainer.start_ensemble(request.models)
+        return protocol.Ok()
+
+    def ensemble_step(self, request: protocol.EnsembleStep) -> protocol.EnsembleReply:
+        return protocol.EnsembleReply(*self.trainer.ensemble_step())
+
+    def ensemble_params(self, request: protocol.EnsembleParams) -> protocol.Data:
+        return protocol.Data(base64.b64encode(self.adapter.ensemble_params(request.member)).decode())
+
+    def ensemble_stop(self, request: protocol.EnsembleStop) -> protocol.Ok:
+        self.trainer.stop_ensemble()
+        return protocol.Ok()
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--impl", required=True, help="the implementation's name (bench/registry.py)")
     parser.add_argument("--language", choices=("python", "cpp"), required=True)
     parser.add_argument("--reply-fd", type=int, required=True)
     parser.add_argument("--library")
     parser.add_argument("--count-out", help="the instruction-count mode: callgrind's --callgrind-out-file")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv=None, server: type[Server] = Server) -> int:
+    """Runs a worker: `server` answers its requests (a subclass of Server adds to them)."""
+    args = parse_args(argv)
     replies = os.fdopen(args.reply_fd, "w", buffering=1)
     os.dup2(2, 1)
 
     def reply(message: dict):
         replies.write(json.dumps(message) + "\n")
 
-    adapter = counter = None
-    faults = faults_for(args.impl)
-    for line in sys.stdin:
-        request = json.loads(line)
-        command = request.get("cmd")
-        try:
-            if command == "phase" and request["name"] in faults:
-                fault(faults[request["name"]])
-            if command == "stop":
-                if adapter is not None:
-                    adapter.trainer.close()
-                reply({"ok": True})
-                return 0
-            if command == "ping":  # the round trip alone, for worker_overhead
-                reply({"ok": True})
-                continue
-            if command == "start":
-                if adapter is not None:  # a restart with other options (the equivalence tests): a fresh trainer
-                    adapter.trainer.close()
-                    adapter = None
-                if args.count_out:
-                    from phasebench.worker.count_server import perturb_heap
-
-                    perturb_heap()
-                adapter = (PythonAdapter(request["options"]) if args.language == "python"
-                           else CppAdapter(request["options"], args.library))
-                counted = {}
-                if args.count_out:  # docs/instruction-counts.md: the bracket instead of the clock
-                    from phasebench.worker.count_server import Counter
-
-                    counter = Counter(args.library, args.count_out, args.impl)
-                    counted = counter.attach(args.language, adapter.trainer) | {"cpu_capability": capability()}
-                reply({"ok": True, "pid": os.getpid(), "phases": adapter.phase_names(),
-                       "threads": adapter.trainer.threads(),
-                       "timer_floor_ns": 0 if counter else adapter.trainer.timer_floor(),
-                       "setup_ns": adapter.setup_ns,
-                       "pci_bus_id": pci_bus_id(request["options"].get("device", "cpu"))} | counted)
-                continue
-            if adapter is None:
-                raise RuntimeError(f"'{command}' before 'start'")
-            if counter is not None and command == "phase":
-                counted = counter.count(adapter.trainer, request["name"], partial(handle, adapter, request))
-                reply({"ok": True} | counted.pop("result") | counted)
-                continue
-            reply({"ok": True} | handle(adapter, request))
-            if command == "dist_join":  # this rank's own faults, now that it has one
-                faults = faults_for(args.impl, request["rank"])
-        except Exception as error:  # the client raises it with this message, verbatim
-            # A collective's or a store's error (c10d's carry a backtrace): its first line says why.
-            text = group.one_line(error) if type(error).__module__.startswith("torch.distributed") else str(error)
-            reply({"ok": False, "error": text, "type": type(error).__name__})
-    return 0
+    return server(args).serve(sys.stdin, reply)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 from phasebench.worker.client import Worker, WorkerDied, WorkerError
+from phasebench.worker.protocol import DistJoin, DistStore, Reply, Request, Start
 
 GRACE_S = 5.0  # after the first rank failed: how much longer than the group's timeout its peers may take
 
@@ -40,10 +41,9 @@ class World:
             self.kill()
             raise failed[0]
         try:
-            self.port = self.workers[0].request({"cmd": "dist_store", "world": self.size, "timeout_s": timeout_s})["port"]
-            self.joined = self.request_all([{"cmd": "dist_join", "rank": rank, "world": self.size, "port": self.port,
-                                             "device": rank_device(device, rank, self.size), "timeout_s": timeout_s}
-                                            for rank in range(self.size)])
+            self.port = self.workers[0].request(DistStore(self.size, timeout_s)).port
+            self.joined = self.request_all([DistJoin(rank, self.size, rank_device(device, rank, self.size), timeout_s,
+                                                     self.port) for rank in range(self.size)])
         except BaseException:
             self.kill()
             raise
@@ -51,10 +51,9 @@ class World:
     def restart(self, options: list[dict]) -> None:
         """Every rank's trainer started again with other options, one dict a rank (the equivalence tests: dropout),
         in the same group."""
-        self.request_all([{"cmd": "start", "options": each} for each in options])
-        self.joined = self.request_all([{"cmd": "dist_join", "rank": rank, "world": self.size, "port": self.port,
-                                         "device": rank_device(self.device, rank, self.size),
-                                         "timeout_s": self.timeout_s} for rank in range(self.size)])
+        self.request_all([Start(each) for each in options])
+        self.joined = self.request_all([DistJoin(rank, self.size, rank_device(self.device, rank, self.size),
+                                                 self.timeout_s, self.port) for rank in range(self.size)])
 
     @property
     def name(self) -> str:
@@ -63,7 +62,7 @@ class World:
     def alive(self) -> bool:
         return not self.broken and all(worker.alive() for worker in self.workers)
 
-    def request_all(self, message, timeout: float | None = None) -> list[dict]:
+    def request_all(self, message: Request | list[Request], timeout: float | None = None) -> list[Reply]:
         """Every rank's reply to `message` (or to message[rank], a list), in rank order; WorldFailed names the ranks
         that failed, the one that died or hung first."""
         messages = message if isinstance(message, list) else [message] * self.size
@@ -91,7 +90,7 @@ class World:
     def describe(self, failures, message, hung=()) -> str:
         """The culprits first (a rank that died, or that was killed when it did not answer), then the peers their
         death made fail, each with its cause in one line."""
-        what = message.get("name") or message["cmd"]
+        what = message.what
 
         def line(rank, error):
             if rank in hung:

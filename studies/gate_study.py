@@ -1,10 +1,10 @@
-"""What the pull-request gate does on this machine, measured (.ci/gate-study; docs/gating.md#baselines-and-ci-gating):
+"""What the pull-request gate does on this machine, measured (studies/gate-study; docs/gating.md#baselines-and-ci-gating):
 false alarms over gated runs of an unchanged tree, detections over runs with one phase slowed in head, each with
 its 95 % interval (Wilson's score interval: exact enough at these counts and never outside 0..1), the time of one
 gated run, and per case the minimum detectable effect: the smallest slowdown the gate catches in 80 % of gated
 runs, given the spread of the paired log-ratio measured over the unchanged runs.
 
-    python -m phasebench.gate.study OUT_DIR --slow python/forward:0.5ms
+    python -m studies.gate_study OUT_DIR --slow python/forward:0.5ms
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ import statistics
 from pathlib import Path
 
 from phasebench.gate.decide import DEFAULT_THRESHOLD, Run
-from phasebench.gate.options import parse_percent, parse_slow_phase
+from phasebench.gate.options import parse_percent
 from phasebench.gate.stats import CONFIDENCE, t_quantile
+from phasebench.gate.verdict import short
 from phasebench.registry import NAMES, TRAINING_PHASES
+from tests.knobs import parse_slow_phase
 
 POWER = 0.8  # of the whole gate; a regression must fail twice (first runs, then the rerun), so each stage needs √0.8
 
@@ -78,7 +80,7 @@ def study(out: Path, slow: str, threshold: float) -> dict:
             floors.setdefault(name, []).extend(run.floors[name] for run in base + head if name in run.floors)
 
     def is_slowed(name: str) -> bool:
-        case = name.rpartition("::")[2]
+        case = short(name)
         return case.startswith(f"test_phase[{knob.phase}-") and (knob.impl is None or f"-{knob.impl}-" in case)
 
     runs = result["gated_runs"]
@@ -88,7 +90,7 @@ def study(out: Path, slow: str, threshold: float) -> dict:
     detections = sum(run["status"] == 1 and any(is_slowed(name) for name in run["failing"]) for run in slowed)
 
     def is_slowed_phase(name: str) -> bool:  # a ratio gate on the slowed phase names its reference's case too
-        return name.rpartition("::")[2].startswith(f"test_phase[{knob.phase}-")
+        return short(name).startswith(f"test_phase[{knob.phase}-")
 
     # A slowed run's verdict on the cases that were not slowed is a false alarm as much as an unchanged run's.
     other_alarms = sum(run["status"] == 1 and any(not is_slowed_phase(name) for name in run["failing"])
@@ -128,14 +130,14 @@ def markdown(result: dict) -> str:
              "| case | median (ms) | spread of ln(head/base) | absolute floor (µs) | minimum detectable slowdown |",
              "|---|---:|---:|---:|---:|"]
     for name, case in result["mde"].items():
-        lines.append(f"| {name.rpartition('::')[2]} | {case['median_s'] * 1e3:.4f} | {case['spread_log']:.3f} | "
+        lines.append(f"| {short(name)} | {case['median_s'] * 1e3:.4f} | {case['spread_log']:.3f} | "
                      f"{case['floor_s'] * 1e6:.2f} | {case['mde'] * 100:.0f} % |")
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out", type=Path, help=".ci/gate-study's OUT_DIR")
+    parser.add_argument("out", type=Path, help="studies/gate-study's OUT_DIR")
     parser.add_argument("--slow", required=True, help="the knob the slowed runs used")
     parser.add_argument("--threshold", type=parse_percent, default=int(DEFAULT_THRESHOLD), metavar="X%")
     args = parser.parse_args(argv)

@@ -1,9 +1,9 @@
-"""What the instruction-count gate does on this machine (docs/instruction-counts.md; .ci/count-study runs it):
+"""What the instruction-count gate does on this machine (docs/instruction-counts.md; studies/count-study runs it):
 
-    python -m phasebench.gate.count_study spread OUT.json RESULT ...   the spread per case over counted results of
-                                                                        one unchanged tree (the gate's thresholds)
-    python -m phasebench.gate.count_study summary STUDY_DIR            the gated runs' verdicts, false alarms,
-                                                                        detections and times, as Markdown
+    python -m studies.count_study spread OUT.json RESULT ...   the spread per case over counted results of one
+                                                                unchanged tree (the gate's thresholds)
+    python -m studies.count_study summary STUDY_DIR            the gated runs' verdicts, false alarms, detections
+                                                                and times, as Markdown
 
 A case's spread is (max - min) / median of its median count over the results, in percent; the within-run spread
 of its rounds is reported beside it. Imports no torch."""
@@ -17,10 +17,20 @@ from pathlib import Path
 
 from phasebench import results
 from phasebench.gate.counts import counted_cases, spread_percent
+from phasebench.gate.verdict import Verdict, short
+
+# The words of gate.json files that the committed studies (docs/instruction-counts/study-*/) hold, where the gate's
+# verdicts now say regressed and improved.
+_EARLIER_WORDS = {"regression": Verdict.REGRESSED, "improvement": Verdict.IMPROVED}
+
+
+def verdict_of(row: dict) -> Verdict:
+    """The outcome of one row of a count gate's gate.json."""
+    return _EARLIER_WORDS.get(row["verdict"]) or Verdict(row["verdict"])
 
 
 def spread(paths: list[str]) -> dict:
-    runs = [counted_cases(results.load(path, "phasebench.gate.count_study")) for path in paths]
+    runs = [counted_cases(results.load(path, "studies.count_study")) for path in paths]
     names = sorted(set.intersection(*(set(run) for run in runs)))
     across = {name: spread_percent([run[name]["median"] for run in runs]) for name in names}
     within = {name: max(spread_percent(run[name]["rounds"]) for run in runs) for name in names}
@@ -31,17 +41,18 @@ def spread(paths: list[str]) -> dict:
 
 
 def summary(study: Path) -> str:
-    """STUDY_DIR/<label>-<i>/gate.json and runs.tsv (label, index, status, seconds) from .ci/count-study."""
+    """STUDY_DIR/<label>-<i>/gate.json and runs.tsv (label, index, status, seconds) from studies/count-study."""
     rows = [line.split("\t") for line in (study / "runs.tsv").read_text().splitlines()[1:] if line.strip()]
     lines = ["| gated run | injected | exit status | seconds | regressions | improvements | verdict on the injected case |",
              "|---|---|---:|---:|---|---|---|"]
     tally: dict[str, list[int]] = {}
     for label, index, status, seconds, injected, target in rows:
         gate = json.loads((study / f"{label}-{index}" / "gate.json").read_text())
-        regressions = [r["case"].split("::")[-1] for r in gate["rows"] if r["verdict"] == "regression"]
-        better = [r["case"].split("::")[-1] for r in gate["rows"] if r["verdict"] == "improvement"]
+        regressions = [short(r["case"]) for r in gate["rows"] if verdict_of(r).fails]
+        better = [short(r["case"]) for r in gate["rows"] if verdict_of(r) is Verdict.IMPROVED]
         hit = next((r for r in gate["rows"] if target and r["case"].endswith(f"[{target}]")), None)
-        verdict = f"{hit['verdict']} ({hit['change_pct']:+.3f} % against {hit['threshold_pct']:.2f} %)" if hit else "—"
+        verdict = (verdict_of(hit).text(f"{hit['change_pct']:+.3f} % against {hit['threshold_pct']:.2f} %") if hit
+                   else "—")
         lines.append(f"| {label} {index} | {injected or 'nothing'} | {status} | {seconds} | "
                      f"{', '.join(regressions) or 'none'} | {', '.join(better) or 'none'} | {verdict} |")
         good = (not regressions) if not target else (regressions == [f"test_phase[{target}]"])
@@ -59,7 +70,7 @@ def main(argv=None) -> int:
         Path(argv[1]).write_text(json.dumps(out, indent=1) + "\n")
         worst = max(out["spread_pct"].items(), key=lambda item: item[1])
         print(f"{len(out['results'])} results, {len(out['spread_pct'])} cases; widest spread {worst[1]:.4f} % "
-              f"({worst[0].split('::')[-1]})")
+              f"({short(worst[0])})")
         return 0
     if len(argv) == 2 and argv[0] == "summary":
         sys.stdout.write(summary(Path(argv[1])))

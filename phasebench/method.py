@@ -1,0 +1,68 @@
+"""The measurement method that made a saved result, beside its format (phasebench/schema.py). Results measured by
+different methods are never compared (phasebench/results.py's mismatch). Raise METHOD_VERSION whenever what a clock holds changes, and say what the new version means here:
+
+1. (no "method" recorded) Phases timed with what earlier rounds left freed inside the clock; training
+   run Total Time from spawning the worker to its exit.
+2. Each phase's preparation releases what earlier rounds left; the lean timer (nothing but the body
+   between the clock reads on cpu, the cheapest synchronization on cuda) with its floor recorded;
+   dropout masks drawn alike in both languages; training run Total Time is the program's own time in
+   the worker, from before its dataset is opened to its last step.
+3. Each trainer opens the test split at creation, as the published programs do: the worker's heap is no
+   longer returned to the kernel after every step and faulted back in inside the clocks (docs/page-faults.md);
+   python-tensor normalizes per index as LibTorch does (no torchvision argument checks); the page faults
+   across every round and run are recorded.
+4. The training run's set-up (Total Time's first part) no longer holds torchvision's import in Python: the
+   worker loads its libraries before the clock in both languages, so set-up is opening both splits and building
+   the model and optimizer alike. Saved results record the hash of the sources that define the clocks.
+
+METHOD_SOURCES are those sources; METHOD_SOURCES_HASH is their hash when METHOD_VERSION was last set, and
+tests/test_method.py fails when they change without it being recorded again (`python -m phasebench.method
+--hash` prints the current one). Every saved result records the method and the hash of the sources
+that ran (machine_info["phasebench"]["method"], ["method_sources"]).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+METHOD_VERSION = 4
+METHOD_SOURCES = (
+    "phasebench/train/timing.py",  # the clock around a body, its synchronization, its CPU and fault reads
+    "phasebench/train/phases.py",  # what each phase prepares (untimed) and times
+    "phasebench/train/run.py",  # the training run's loop, each phase timed in place
+    "phasebench/train/trainer.py",  # the trainer's set-up: what Total Time's set-up holds
+    "phasebench/worker/server.py",  # the worker: what it loads before any clock
+    "cpp/src/clock.cpp",
+    "cpp/src/phases.cpp",
+    "cpp/src/run.cpp",
+    "cpp/src/trainer.cpp",
+)
+METHOD_SOURCES_HASH = "1dee493fc2c32e97"
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository
+
+
+def method_sources_hash(root: Path = ROOT) -> str:
+    """The sha256 (first 16 hex digits) of METHOD_SOURCES, each named and with its line endings made LF."""
+    digest = hashlib.sha256()
+    for name in METHOD_SOURCES:
+        try:
+            text = (Path(root) / name).read_bytes().replace(b"\r\n", b"\n")
+        except OSError:
+            text = b"(missing)"
+        digest.update(name.encode() + b"\0" + text + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def main(argv: list[str]) -> int:
+    if argv == ["--hash"]:
+        print(method_sources_hash())
+        return 0
+    print("usage: python -m phasebench.method --hash  (the hash of METHOD_SOURCES now)", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,196 @@
+"""The plugin's fixtures: the session's settings, the C++ library, and the workers the cases time
+(docs/architecture.md#the-c-abi-and-the-build)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+
+from phasebench import registry
+from phasebench.plugin.session import PhasebenchSession
+from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
+from phasebench.spec import Workload
+from phasebench.worker import build
+from phasebench.worker.client import Worker, WorkerPool
+
+
+@pytest.fixture(scope="session")
+def settings(pytestconfig) -> PhasebenchSession:
+    """What the options resolved to (phasebench.plugin.session.PhasebenchSession)."""
+    return pytestconfig.phasebench
+
+
+def terminal_line(config):
+    """line(text): a line on the terminal now, output capture set aside for it (what takes long says so while it
+    runs, not after)."""
+    capture = config.pluginmanager.getplugin("capturemanager")
+
+    def line(text: str) -> None:
+        if capture is None:  # -p no:capture
+            config.get_terminal_writer().line(text)
+            return
+        with capture.global_and_fixture_disabled():
+            config.get_terminal_writer().line(text)
+
+    return line
+
+
+@pytest.fixture(scope="session")
+def cpp_library(pytestconfig, settings) -> str:
+    """The built C++ library (the variant the session's workers load); the cpp cases skip when no C++ toolchain is
+    installed. A build says so on the terminal while it runs."""
+    try:
+        return str(build.library_path(announce=terminal_line(pytestconfig), variant=settings.library_variant))
+    except build.BuildUnavailable as error:
+        pytest.skip(str(error))
+
+
+@pytest.fixture(scope="session")
+def cpp_plain_program(cpp_library) -> str:
+    """The built plain C++ program (cpp/plain/mnist_plain.cpp; phasebench/plain); skipped as the library is where
+    no C++ toolchain is installed."""
+    try:
+        return str(build.plain_program_path())
+    except build.BuildUnavailable as error:
+        pytest.skip(str(error))
+
+
+def pool_key(item) -> tuple | None:
+    """The (implementation, device, workload) of the pooled worker a collected test asks for, where its
+    parameters say so; None for a test that asks for no pooled worker or names its own."""
+    params = getattr(item, "callspec", None) and item.callspec.params or {}
+    if "worker_for" not in getattr(item, "fixturenames", ()) or not {"impl", "device"} <= params.keys():
+        return None
+    return params["impl"], params["device"], params.get("workload") or DEFAULT_WORKLOAD
+
+
+def last_users(items) -> dict:
+    return {key: item for item in items if (key := pool_key(item)) is not None}
+
+
+@pytest.fixture(scope="session")
+def last_user(request) -> dict:
+    """{pooled worker's key: the last test of this run that asks for it}: after that test the worker stops.
+    Each worker holds about 0.7 GB; `--impl all --width 1,4,16 --batch-size 64,256` keeps 54 keys, which held until
+    the session's end fill 24 GiB and slow every clock."""
+    return last_users(request.session.items)
+
+
+def spawner(settings: PhasebenchSession, impl: str, device: str, options: dict, library: str | None):
+    """A Worker of the session's worker program, not started yet: calling it starts one."""
+    return partial(Worker, impl, device, options, settings.round_timeout, library, module=settings.worker_module)
+
+
+@pytest.fixture(scope="session")
+def worker_pool(settings, tmp_path_factory):
+    logs = tmp_path_factory.mktemp("progress-logs")
+
+    def make(impl: str, device: str, workload: Workload, library: str | None) -> Worker:
+        log = logs / f"{'-'.join(filter(None, (impl, device, workload.id)))}.log"
+        options = settings.worker_options(device, log_path=str(log), impl=impl, workload=workload)
+        return spawner(settings, impl, device, options, library)()
+
+    pool = WorkerPool(make)
+    yield pool
+    pool.stop_all()
+
+
+def library_or_skip(request, settings: PhasebenchSession, impl: str, device: str) -> str | None:
+    """The C++ library a worker of that pair loads (None for python); skips what cannot run here."""
+    if device == "cuda" and settings.cuda_reason:
+        pytest.skip(settings.cuda_reason)
+    # --count instructions: both languages call the count bracket in the C++ library.
+    needs_library = registry.get(impl).language == "cpp" or settings.count
+    return request.getfixturevalue("cpp_library") if needs_library else None
+
+
+@pytest.fixture
+def worker_for(request, settings, worker_pool, last_user):
+    """worker_for(impl, device, workload=the published one): the long-lived worker for that case, skipping
+    what cannot run here. After the last test of the run that asks for that worker, it is stopped."""
+    asked = set()
+
+    def get(impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD) -> Worker:
+        asked.add((impl, device, workload))
+        return worker_pool.get(impl, device, workload, library_or_skip(request, settings, impl, device))
+
+    yield get
+    for key in asked:
+        if last_user.get(key) is request.node:
+            worker_pool.release(*key)
+
+
+@pytest.fixture
+def new_worker(request, settings, tmp_path):
+    """new_worker(impl, device, workload=the published one, **options) -> spawn: each spawn() starts a worker
+    process of that case of its own, made as the pool's are but for `options` (trainer options such as
+    threads or log_path), that the caller stops; skips what cannot run here."""
+
+    def make(impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD, **overrides):
+        library = library_or_skip(request, settings, impl, device)
+        options = settings.worker_options(device, log_path=str(tmp_path / f"{impl}-{device}.log"), impl=impl,
+                                          workload=workload)
+        return spawner(settings, impl, device, options | overrides, library)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def world_pool(settings, tmp_path_factory):
+    """Data-parallel worlds (docs/distributed.md): one at a time, W of the suite's workers of one implementation."""
+    from phasebench.worker.world import World, WorldPool, rank_device  # here: only a data-parallel run needs it
+
+    logs = tmp_path_factory.mktemp("world-logs")
+
+    def make(impl: str, device: str, size: int, workload: Workload, library: str | None) -> World:
+        threads = settings.rank_threads(device, size)
+
+        def spawn(rank: int):
+            log = logs / f"{'-'.join(filter(None, (impl, device, f'world{size}', workload.id)))}-rank{rank}.log"
+            options = settings.worker_options(rank_device(device, rank, size), log_path=str(log), impl=impl,
+                                              workload=workload)
+            return spawner(settings, impl, device, options | {"threads": threads}, library)
+
+        return World([spawn(rank) for rank in range(size)], device, settings.dist_timeout)
+
+    pool = WorldPool(make)
+    yield pool
+    pool.release()
+
+
+@pytest.fixture
+def world_for(request, settings, world_pool):
+    """world_for(impl, device, world_size, workload=the published one): the data-parallel world for that case (one at
+    a time: asking for another stops the last), skipping what cannot run here."""
+
+    def get(impl: str, device: str, size: int, workload: Workload = DEFAULT_WORKLOAD):
+        library = library_or_skip(request, settings, impl, device)
+        return world_pool.get((impl, device, size, workload, library))
+
+    return get
+
+
+@pytest.fixture
+def utilization_of(benchmark, settings):
+    """`with utilization_of(worker): benchmark.pedantic(...)`: the worker's GPU and CPU utilization
+    during the rounds, in extra_info["gpu"] and ["cpu"] (phasebench/utilization.py)."""
+    return partial(settings.utilization.watch, benchmark)
+
+
+@pytest.fixture
+def progress(request):
+    """progress(text): a line on the terminal now, while the test runs (output capture set aside for it), for
+    what takes long (the training run: docs/results.md#the-published-table-redone). Written from pytest, never from
+    a worker: nothing inside a clock."""
+    config = request.config
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+
+    def say(text: str) -> None:
+        if reporter is None or capture is None:
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"{request.node.name}: {text}")
+
+    return say

@@ -1,0 +1,85 @@
+"""What the run prints of its own: the header's lines (the timing actually used), the utilization summary, and the
+answer at a glance after pytest-benchmark's tables (docs/options.md#options)."""
+
+from __future__ import annotations
+
+import pytest
+
+from phasebench import data
+from phasebench.plugin.cases import left_out_line
+from phasebench.plugin.session import PhasebenchSession
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_header(config):
+    """phasebench's lines, and pytest-benchmark's own line without the defaults the suite does not use (its timer,
+    rounds, warm-up and calibration): the header states the timing actually used."""
+    results = yield
+    settings: PhasebenchSession = config.phasebench
+    m = settings.machine
+    source = settings.source.description if settings.source else "-"
+    gpu = m["gpu"]["name"] if m["gpu"] else f"none ({settings.cuda_reason})"
+    timing = (f"phasebench: timing: each phase inside its worker process, python by time.perf_counter_ns, cpp by "
+              f"std::chrono::steady_clock (the device synchronized at both ends on cuda), one call a round, "
+              f"{settings.rounds} rounds after {settings.warmup_rounds} warm-up"
+              f"{f' over {settings.processes} fresh workers per case' if settings.processes > 1 else ''}; "
+              f"training_run: {settings.epochs} epoch(s), {settings.run_rounds} rounds, no warm-up")
+    ours = [
+        f"phasebench: data: {source}",
+        f"phasebench: torch {m['torch']}, torchvision {m['torchvision']}, CUDA {m['cuda']}, cuDNN {m['cudnn']}; "
+        f"GPU {gpu}; {settings.threads or 'not probed (a collection):'} intra-op threads",
+        timing,
+        f"phasebench: implementations {', '.join(settings.impls)}; workloads "
+        f"{'; '.join(workload.label for workload in settings.workloads)}",
+    ] + ([f"phasebench: TESTING RUN: {settings.worker_module} and the {settings.library_variant} library, knobs "
+          f"{settings.testing}: these figures are not a measurement"] if settings.testing is not None else [])
+    results = [f"{line.split(' (defaults:')[0]} (its timer, rounds, warm-up and calibration are not used: see "
+               f"phasebench: timing)" if isinstance(line, str) and line.startswith("benchmark: ") and "(defaults:" in line
+               else line for line in results]
+    return [ours] + results  # pytest prints the results in reverse: ours last
+
+
+@pytest.hookimpl(wrapper=True)  # after pytest-benchmark's tables, even when it raised "Performance has regressed"
+def pytest_terminal_summary(terminalreporter, config):
+    try:
+        return (yield)
+    finally:
+        lines = config.phasebench.utilization.summary_lines()
+        if lines:
+            terminalreporter.section("phasebench utilization: GPU busy % mean/max, worker CPU in cores", sep="-")
+            for line in lines:
+                terminalreporter.write_line(line)
+        _write_answer(terminalreporter, config)
+
+
+def _write_answer(terminalreporter, config) -> None:
+    """The answer at a glance after pytest-benchmark's tables (docs/options.md#options): per device, each
+    implementation's median and its ratio to its reference with the direction in words; the training run's
+    published rows; and what makes the figures less than they look (synthetic data)."""
+    from phasebench import report
+
+    session = config.pluginmanager.getplugin("pytest-benchmark")
+    benchmarks = [bench.as_dict(include_data=False) for bench in getattr(session, "benchmarks", None) or []
+                  if bench and not bench.has_error]
+    for title, lines in report.answer(benchmarks):
+        terminalreporter.section(title, sep="-", bold=True)
+        for line in lines:
+            terminalreporter.write_line(line)
+    unsaved = [f"{option}={value}" for option, value in (("--benchmark-json", getattr(session, "json", None)),
+                                                          ("--benchmark-save", getattr(session, "save", None)))
+               if value] + (["--benchmark-autosave"] if getattr(session, "autosave", False) else [])
+    if unsaved and not getattr(session, "benchmarks", None):
+        skipped = len(terminalreporter.stats.get("skipped", []))
+        why = f"no benchmark ran ({skipped} skipped)" if skipped else "no benchmark ran"
+        if getattr(session, "disabled", False):
+            why = "benchmarks are disabled (--benchmark-disable)"
+        terminalreporter.write_line(f"phasebench: {', '.join(unsaved)}: nothing written: {why}", yellow=True, bold=True)
+    settings: PhasebenchSession = config.phasebench
+    if settings.source is not None and settings.source.name == "synthetic" and benchmarks:
+        terminalreporter.write_line(f"phasebench: WARNING: {data.SYNTHETIC_WARNING} ({settings.source.raw_dir})",
+                                    yellow=True, bold=True)
+    left_out = left_out_line(settings.extras) if benchmarks else None
+    if left_out:
+        terminalreporter.write_line(left_out)
+
+

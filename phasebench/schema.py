@@ -1,0 +1,399 @@
+"""The saved-result format: one typed record for each kind of case's extra_info and one for the run's
+machine_info["phasebench"], the method that made them, and the one way to write and read them.
+
+A benchmark case writes its record through write(); a key its record does not have is refused there, and again
+when the run is saved (check_saved, from the plugin's pytest_benchmark_update_json) and whenever a saved result is
+read (check_result, info_of, machine_of), naming the file and the benchmark. A leaf: it imports no torch and
+nothing of the suite beyond phasebench.spec and phasebench.method (tests/test_layers.py).
+
+The measurement method that made a result is phasebench/method.py's (METHOD_VERSION, re-exported here).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from phasebench import spec
+from phasebench.method import METHOD_VERSION
+
+
+class SchemaError(ValueError):
+    """A saved or written record with a key its kind does not have, or of a method this code cannot read."""
+
+
+@dataclass
+class Record:
+    """A saved dict's typed form: every field a key, None where it was not recorded."""
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        return tuple(field.name for field in dataclasses.fields(cls))
+
+    def as_dict(self) -> dict:
+        return {name: getattr(self, name) for name in self.keys()}
+
+
+# -- every case's extra_info ----------------------------------------------------------------------------------
+
+@dataclass
+class Utilization(Record):
+    """What phasebench/utilization.py records while the rounds run: the GPU's sampled use (null on cpu, without
+    NVML, or with --no-utilization) and the worker processes' CPU (null where no worker is the case's own)."""
+    gpu: dict | None = None
+    cpu: dict | None = None
+
+
+@dataclass
+class Case(Utilization):
+    """What every case records of itself: which implementation, device, phase and workload, and its rounds."""
+    implementation: str | None = None
+    device: str | None = None
+    phase: str | None = None
+    width: int | None = None
+    batch_size: int | None = None
+    workload: str | None = None  # the workload's id suffix ('' for the published workload)
+    rounds: int | None = None
+    warmup_rounds: int | None = None
+
+
+@dataclass
+class WorkerOverheadInfo(Case):
+    """bench/test_worker_overhead.py: an empty phase's round trip against its in-worker time."""
+    in_worker_noop_median_ns: float | None = None
+    round_trip_median_ns: float | None = None
+
+
+@dataclass
+class LossItemInfo(Case):
+    """bench/test_examples_differences.py: reading loss.item(), timed as a phase."""
+    threads: int | None = None
+    timer_floor_s: float | None = None
+    phase_thread_cpu_cores: float | None = None
+    phase_cpu_cores: float | None = None
+
+
+@dataclass
+class PhaseInfo(Case):
+    """bench/test_phases.py: one training phase, timed inside its worker."""
+    language: str | None = None
+    reference: str | None = None  # the implementation it is compared with
+    note: str | None = None  # the registry's note for the device
+    threads: int | None = None
+    processes: int | None = None
+    order: int | None = None  # its place in the run's rotation
+    timer_floor_s: float | None = None  # the median of the workers' empty-phase floors
+    timer_floors_s: list | None = None
+    phase_thread_cpu_cores: float | None = None
+    phase_cpu_cores: float | None = None
+    minor_faults_per_round: float | None = None
+    major_faults_per_round: float | None = None
+
+
+@dataclass
+class CountedPhaseInfo(PhaseInfo):
+    """A phase under --count instructions (bench/test_phases.py counted_info, docs/instruction-counts.md)."""
+    metric: str | None = None  # "instructions"
+    unit: str | None = None
+    instructions: list | None = None  # each counted round's
+    instructions_median: float | None = None
+    count_floor: float | None = None  # the empty bracket's count, the workers' median
+    count_floors: list | None = None
+    count_labels: list | None = None
+    split: dict | None = None  # where the median round's instructions went
+    top_functions: list | None = None
+    cpu_capability: str | None = None
+
+
+@dataclass
+class TrainingRunInfo(Case):
+    """bench/test_training_run.py: the published run end to end; the benchmark's time is its Total Time."""
+    language: str | None = None
+    reference: str | None = None
+    threads: int | None = None
+    epochs: int | None = None
+    steps: int | None = None
+    summed_s: list | None = None  # Summed Time per round: the phase timers added up
+    summed_median_s: float | None = None
+    program_s: list | None = None  # Total Time per round: set-up and loop, inside the worker
+    process_total_s: list | None = None  # spawn to exit per round, seen from pytest
+    program_median_s: float | None = None
+    setup_median_s: float | None = None
+    startup_median_s: float | None = None
+    loop_median_s: float | None = None
+    stopping_median_s: float | None = None
+    total_median_s: float | None = None
+    phase_total_s: dict | None = None  # each phase's total over the run
+    phase_cpu_cores: float | None = None
+    free_running: dict | None = None  # the run without phase timers
+    peak_rss_bytes: list | None = None
+    peak_rss_median_bytes: float | None = None
+    peak_device_bytes: list | None = None
+    peak_device_median_bytes: float | None = None
+    minor_faults: list | None = None
+    major_faults: list | None = None
+    minor_faults_per_step_median: float | None = None
+    free_running_minor_faults_per_step: float | None = None
+
+
+@dataclass
+class ConcurrentJobsInfo(Case):
+    """bench/test_concurrent_jobs.py: N jobs released together on one device."""
+    language: str | None = None
+    reference: str | None = None
+    note: str | None = None
+    jobs: int | None = None
+    threads: int | None = None
+    threads_per_job: int | None = None
+    threads_split: str | None = None
+    trained: str | None = None
+    steps_per_job: int | None = None
+    images: int | None = None
+    makespan_s: float | None = None
+    images_per_s: float | None = None
+    job_loop_s: list | None = None
+    job_start_lag_s: list | None = None
+    job_cpu_cores: list | None = None
+    job_minor_faults: list | None = None
+    job_major_faults: list | None = None
+    job_minor_faults_per_step: list | None = None
+    single_job_loop_s: float | None = None
+    slowdown: list | None = None
+    slowdown_unavailable: str | None = None
+    mps: dict | None = None
+
+
+@dataclass
+class EnsembleInfo(Case):
+    """bench/test_ensemble.py: M models trained together, one step of all of them per round."""
+    language: str | None = None
+    reference: str | None = None
+    note: str | None = None
+    models: int | None = None
+    ensemble: str | None = None
+    seeds: str | None = None
+    threads: int | None = None
+    timer_floor_s: float | None = None
+    clock: str | None = None  # what the clock holds
+    step_median_s: float | None = None
+    model_step_median_s: float | None = None
+    phase_thread_cpu_cores: float | None = None
+    phase_cpu_cores: float | None = None
+
+
+@dataclass
+class DataParallel(Case):
+    """What every data-parallel case records (bench/test_distributed.py, docs/distributed.md)."""
+    language: str | None = None
+    reference: str | None = None
+    world_size: int | None = None
+    sync: str | None = None
+    threads: int | None = None
+    threads_per_rank: int | None = None
+    threads_split: str | None = None
+
+
+@dataclass
+class DistPhaseInfo(DataParallel):
+    """test_dist_phase: one phase on every rank; the round's value is the slowest rank's."""
+    note: str | None = None
+    sync_how: str | None = None
+    backend: str | None = None
+    clock: str | None = None
+    dist_timeout_s: float | None = None
+    rank_median_s: list | None = None
+    rank_cpu_cores: list | None = None
+    slowest_rank_rounds: list | None = None
+
+
+@dataclass
+class DistRunParts(DataParallel):
+    """What both data-parallel training runs record: the slowest rank's Total Time and the scaling."""
+    epochs: int | None = None
+    steps: int | None = None
+    images: int | None = None
+    total_median_s: float | None = None
+    summed_median_s: float | None = None
+    loop_median_s: float | None = None
+    ranks: list | None = None
+    step_p50_s: float | None = None
+    step_p95_s: float | None = None
+    images_per_s: float | None = None
+    single_rank_images_per_s: float | None = None
+    scaling_efficiency: float | None = None
+
+
+@dataclass
+class DistTrainingRunInfo(DistRunParts):
+    """test_dist_training_run: a fresh world trains the same steps each round."""
+    trained: str | None = None
+    total_s: list | None = None
+    scaling_unavailable: str | None = None
+
+
+@dataclass
+class TorchrunInfo(DistRunParts):
+    """test_torchrun: the training run launched by torchrun, two agents."""
+    nodes: int | None = None
+    nproc_per_node: int | None = None
+    network: str | None = None
+    namespaces: object = None
+    rendezvous: object = None
+    command: object = None
+
+
+# -- the run's machine_info["phasebench"] ---------------------------------------------------------------------
+
+@dataclass
+class MachineInfo(Record):
+    """Where and how a run ran (phasebench/plugin/machine.py; the count mode's keys from
+    phasebench/plugin/counting.py; gpu_sampling from phasebench/utilization.py's Monitor)."""
+    method: int | None = None  # phasebench/method.py's METHOD_VERSION; none recorded is method 1
+    method_sources: str | None = None  # method_sources_hash() of the sources that ran (phasebench/method.py)
+    metric: str | None = None  # "time", or "instructions" under --count; none recorded is time
+    unit: str | None = None
+    count: dict | None = None  # the count mode's bracket, Valgrind and pins
+    torch: str | None = None
+    torchvision: str | None = None
+    cuda: str | None = None
+    cudnn: object = None
+    gpu: dict | None = None
+    gpu_unavailable: str | None = None
+    gpu_sampling: str | None = None  # why no GPU was sampled; None while sampling works
+    cpu: str | None = None
+    threads: int | None = None
+    implementations: list | None = None
+    workloads: list | None = None
+    dataset: str | None = None
+    dataset_path: str | None = None
+    dataset_origin: str | None = None
+    rounds: int | None = None
+    warmup_rounds: int | None = None
+    processes: int | None = None
+    testing: dict | None = None  # the test knobs a testing run used; None in a real run
+
+
+# Keys older methods saved that the current records no longer have: read (and dropped) in results of those
+# methods only.
+RETIRED = {
+    TrainingRunInfo: {"setup_holds": 3},  # a sentence saying what set-up held; the method says it
+    DistTrainingRunInfo: {"setup_holds": 3},
+    MachineInfo: {"test_slow_phase": 3},  # the slowed phase of a testing run; now in `testing`
+}
+CASE_KINDS = (WorkerOverheadInfo, LossItemInfo, PhaseInfo, CountedPhaseInfo, TrainingRunInfo, ConcurrentJobsInfo,
+              EnsembleInfo, DistPhaseInfo, DistTrainingRunInfo, TorchrunInfo)
+
+
+def kind_of(info: dict) -> type[Case] | None:
+    """The record kind of an extra_info, from its phase (None: no phase recorded yet)."""
+    phase = info.get("phase")
+    if not isinstance(phase, str):
+        return None
+    if phase == "torchrun":
+        return TorchrunInfo
+    if info.get("world_size"):
+        return DistTrainingRunInfo if phase == "training_run" else DistPhaseInfo
+    if phase == "training_run":
+        return TrainingRunInfo
+    if phase.startswith("concurrent_jobs-"):
+        return ConcurrentJobsInfo
+    if phase.startswith("ensemble-"):
+        return EnsembleInfo
+    if phase in ("loss_item", "worker_overhead"):
+        return LossItemInfo if phase == "loss_item" else WorkerOverheadInfo
+    return CountedPhaseInfo if info.get("metric") == "instructions" else PhaseInfo
+
+
+def _refuse_unknown(kind: type[Record], saved: dict, method: int | None, where: str) -> dict:
+    """`saved` less the retired keys its method may hold; SchemaError naming `where` for any other unknown key."""
+    retired = RETIRED.get(kind, {})
+    allowed = {key for key, last in retired.items() if method is None or method <= last}
+    unknown = sorted(set(saved) - set(kind.keys()) - allowed)
+    if unknown:
+        hint = "".join(f" ('{key}' was last saved by method {retired[key]})" for key in unknown if key in retired)
+        raise SchemaError(f"{where}: {kind.__name__} has no key {', '.join(map(repr, unknown))}{hint} "
+                          f"(phasebench/schema.py)")
+    return {key: value for key, value in saved.items() if key not in allowed}
+
+
+def _bench_name(bench: dict) -> str:
+    return bench.get("fullname") or bench.get("name") or "a benchmark"
+
+
+def info_of(bench: dict, method: int | None = None, source: str = "") -> Case | None:
+    """The typed extra_info of a saved benchmark; None for one with no phase (not a phasebench case). With
+    `method`, keys only that method saved are refused; without it, any method's are read."""
+    info = bench.get("extra_info") or {}
+    kind = kind_of(info)
+    if kind is None:
+        return None
+    where = f"{source + ': ' if source else ''}{_bench_name(bench)}"
+    return kind(**_refuse_unknown(kind, info, method, where))
+
+
+def machine_of(result: dict, source: str = "") -> MachineInfo:
+    """The typed machine_info["phasebench"] of a saved result (method 1 where none is recorded)."""
+    saved = (result.get("machine_info") or {}).get("phasebench") or {}
+    method = saved.get("method") or 1
+    machine = MachineInfo(**_refuse_unknown(MachineInfo, saved, method, f"{source or 'a result'}: machine_info"))
+    machine.method = method
+    if saved.get("test_slow_phase"):  # a method-3 testing run's knob, read where `testing` holds it now
+        machine.testing = {"slow_phase": saved["test_slow_phase"]}
+    return machine
+
+
+def check_result(result: dict, source: str = "") -> None:
+    """SchemaError, naming `source` and the benchmark, unless every record of a saved result is known to its
+    method, and the method to this code."""
+    machine = machine_of(result, source)
+    if machine.method > METHOD_VERSION:
+        raise SchemaError(f"{source or 'a result'}: measured by phasebench method {machine.method}; this code knows "
+                          f"methods up to {METHOD_VERSION} (phasebench/schema.py): read it with the code that made it")
+    for bench in result.get("benchmarks") or []:
+        if isinstance(bench, dict):
+            info_of(bench, machine.method, source)
+
+
+def problem(result: dict, source: str = "") -> str | None:
+    """check_result's reason in a few words, or None."""
+    try:
+        check_result(result, source)
+    except SchemaError as error:
+        return str(error).removeprefix(f"{source}: ") if source else str(error)
+    return None
+
+
+def check_saved(output_json: dict) -> None:
+    """For the plugin's pytest_benchmark_update_json: every record of the run about to be saved is the current
+    method's, with no key its kind does not have."""
+    machine = (output_json.get("machine_info") or {}).get("phasebench") or {}
+    _refuse_unknown(MachineInfo, machine, METHOD_VERSION, "this run's machine_info")
+    for bench in output_json.get("benchmarks") or []:
+        info = bench.get("extra_info") or {}
+        kind = kind_of(info) or Utilization
+        _refuse_unknown(kind, info, METHOD_VERSION, f"this run's {_bench_name(bench)}")
+
+
+# -- writing ----------------------------------------------------------------------------------------------------
+
+def write(benchmark, record: Record | type[Record], **values) -> None:
+    """Put a record into benchmark.extra_info: a whole record, or some keys of a kind (`write(benchmark,
+    PhaseInfo, phase=...)`). A key the kind does not have is a TypeError naming both."""
+    kind = record if isinstance(record, type) else type(record)
+    if not isinstance(record, type):
+        values = record.as_dict() | values
+    unknown = sorted(set(values) - set(kind.keys()))
+    if unknown:
+        raise TypeError(f"{kind.__name__} has no key {', '.join(map(repr, unknown))} (phasebench/schema.py)")
+    merged = dict(benchmark.extra_info) | values
+    found = kind_of(merged)
+    if found is not None:
+        _refuse_unknown(found, merged, METHOD_VERSION, f"{kind.__name__} written into a {found.__name__}")
+    benchmark.extra_info.update(values)
+
+
+# -- what is in them --------------------------------------------------------------------------------------------
+
+def workload_of(info: Case) -> spec.Workload:
+    """The workload a case ran; results from before workloads existed are the default."""
+    return spec.of_info({"width": info.width, "batch_size": info.batch_size})

@@ -1,0 +1,377 @@
+"""What the pytest process and a worker say to each other (phasebench/worker/client.py, server.py): one request
+dataclass per command, each with its reply dataclass, as JSON lines. A request's line is its fields and its
+command's name, {"cmd": NAME, ...}; a reply's line is {"ok": true, ...its fields} or {"ok": false, "error": TEXT,
+"type": NAME}. A reply can carry fields of a mode beyond its own (the instruction-count mode's dumps): they are kept
+in its `extra`, and a reply reads as a mapping too (reply["ns"], "dump" in reply, reply | {...}).
+
+No torch: the C++ worker and the pytest process import this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from dataclasses import dataclass, field
+from typing import ClassVar, NamedTuple
+
+
+class ProtocolError(ValueError):
+    """A request line that names no known command, or whose fields are not that command's."""
+
+
+class PhaseTiming(NamedTuple):
+    """One timed round of a phase, as both languages' trainers return it (Trainer.run_phase, CppTrainer.run_phase)."""
+
+    ns: int  # the timed body, synchronized at both ends
+    cpu_ns: int  # the process's CPU time across it (all threads)
+    thread_cpu_ns: int  # the CPU time of the thread that ran it
+    product: dict  # what the phase produced (phasebench/train/phases.py)
+    minor_faults: int  # the process's page faults across the round, read outside the clock
+    major_faults: int
+
+
+_SIMPLE = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,), "dict": (dict,), "list": (list,)}
+
+
+def _check(owner: str, name: str, annotation: str, value) -> None:
+    """A field's value against its annotation's plain types (`int`, `str | None`, `dict[str, int]`, ...)."""
+    kinds: tuple[type, ...] = ()
+    for part in annotation.split("|"):
+        part = part.strip().split("[")[0]
+        if part == "None":
+            if value is None:
+                return
+        elif part in _SIMPLE:
+            kinds += _SIMPLE[part]
+        else:
+            return  # Any or another type: not checked here
+    if isinstance(value, bool) and bool not in kinds:
+        kinds = ()
+    if not isinstance(value, kinds):
+        raise ProtocolError(f"'{owner}': field '{name}' must be {annotation}, got {type(value).__name__} {value!r}")
+
+
+@dataclass
+class Reply:
+    """A worker's answer. Fields beyond the reply's own are kept in `extra`."""
+
+    extra: dict = field(default_factory=dict, kw_only=True)
+
+    def encode(self) -> dict:
+        message = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        return message | self.extra
+
+    @classmethod
+    def decode(cls, message: dict) -> Reply:
+        names = {f.name for f in dataclasses.fields(cls) if f.name != "extra"}
+        missing = [f.name for f in dataclasses.fields(cls) if f.name in names and f.name not in message
+                   and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        if missing:
+            raise ProtocolError(f"{cls.__name__} reply lacks {', '.join(missing)}: {message}")
+        return cls(**{k: v for k, v in message.items() if k in names},
+                   extra={k: v for k, v in message.items() if k not in names})
+
+    # Read as a mapping as well: reply["ns"], "dump" in reply, reply.get("pci_bus_id").
+    def as_dict(self) -> dict:
+        return self.encode()
+
+    def __getitem__(self, name: str):
+        return self.as_dict()[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.as_dict()
+
+    def get(self, name: str, default=None):
+        return self.as_dict().get(name, default)
+
+    def keys(self):
+        return self.as_dict().keys()
+
+    def items(self):
+        return self.as_dict().items()
+
+    def __or__(self, other: dict) -> dict:
+        return self.as_dict() | other
+
+
+@dataclass
+class Request:
+    """A command to a worker; `cmd` is its name on the wire, `reply` its answer's type."""
+
+    cmd: ClassVar[str]
+    reply: ClassVar[type[Reply]] = Reply
+
+    def encode(self) -> str:
+        return json.dumps({"cmd": self.cmd} | dataclasses.asdict(self))
+
+    @property
+    def what(self) -> str:
+        """How a failure names it: the phase's name for a phase, else the command."""
+        return getattr(self, "name", None) or self.cmd
+
+    @classmethod
+    def decode_fields(cls, message: dict) -> Request:
+        hints = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(message) - set(hints))
+        if unknown:
+            raise ProtocolError(f"'{cls.cmd}': unknown field(s) {', '.join(unknown)} (it takes: "
+                                f"{', '.join(hints) or 'none'})")
+        for name, f in hints.items():
+            if name not in message:
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                    raise ProtocolError(f"'{cls.cmd}': missing field '{name}'")
+                continue
+            _check(cls.cmd, name, str(f.type), message[name])
+        return cls(**message)
+
+
+def decode_request(line: str | bytes, table: typing.Mapping[str, type[Request]]) -> Request:
+    """The request a line holds, its command looked up in `table` ({name: request type}); ProtocolError says why not."""
+    try:
+        message = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise ProtocolError(f"a request that is not JSON ({error}): {line[:200]!r}") from None
+    if not isinstance(message, dict) or not isinstance(message.get("cmd"), str):
+        raise ProtocolError(f"a request must be a JSON object with a 'cmd': {line[:200]!r}")
+    command = message.pop("cmd")
+    if command not in table:
+        raise ProtocolError(f"unknown command '{command}' (this worker knows: {', '.join(sorted(table))})")
+    return table[command].decode_fields(message)
+
+
+def request_type(cmd_name: str, reply_type: type[Reply] = Reply):
+    """A class decorator: the request's command name and its reply's type, on a dataclass."""
+    def made(cls):
+        cls = dataclass(cls)
+        cls.cmd, cls.reply = cmd_name, reply_type
+        return cls
+    return made
+
+
+# -- replies ------------------------------------------------------------------------------------------------------
+@dataclass
+class Ok(Reply):
+    pass
+
+
+@dataclass
+class Started(Reply):
+    pid: int
+    phases: list[str]
+    threads: int
+    timer_floor_ns: int
+    setup_ns: int
+    pci_bus_id: str | None
+
+
+@dataclass
+class PhaseReply(Reply):
+    ns: int
+    cpu_ns: int
+    thread_cpu_ns: int
+    product: dict
+    minor_faults: int
+    major_faults: int
+
+
+@dataclass
+class Names(Reply):
+    names: list[str]
+
+
+@dataclass
+class LayoutReply(Reply):
+    layout: list
+
+
+@dataclass
+class Data(Reply):
+    data: str  # base64 of float32s
+
+
+@dataclass
+class Count(Reply):
+    count: int
+
+
+@dataclass
+class BatchReply(Reply):
+    images: str  # base64 of float32s
+    labels: list[int]
+
+
+@dataclass(kw_only=True)
+class Clocked(Reply):
+    """on_the_shared_clock's fields (phasebench/worker/server.py): when the request ran, its CPU, its page faults."""
+
+    started_at_ns: int = 0
+    ended_at_ns: int = 0
+    request_cpu_ns: int = 0
+    minor_faults: int = 0
+    major_faults: int = 0
+
+
+@dataclass(kw_only=True)
+class Losses(Clocked):
+    losses: list[float]
+
+
+@dataclass
+class Port(Reply):
+    port: int
+
+
+@dataclass
+class Joined(Reply):
+    group: str
+    backend: str
+    phases: list[str]
+    join_ns: int
+
+
+@dataclass(kw_only=True)
+class StepTimes(Clocked):
+    step_ns: list[int]
+
+
+@dataclass
+class Evaluation(Reply):
+    accuracy: float
+    loss: float
+
+
+@dataclass(kw_only=True)
+class Run(Clocked):
+    phase_ns: dict[str, int]
+    steps: int
+    loop_ns: int
+    phase_cpu_ns: int
+    setup_ns: int
+    program_ns: int
+    peak_rss_bytes: int
+    peak_device_bytes: int | None
+
+
+@dataclass
+class EnsembleReply(Reply):
+    ns: int
+    cpu_ns: int
+    thread_cpu_ns: int
+    losses: list[float]
+
+
+# -- requests -----------------------------------------------------------------------------------------------------
+@request_type("start", Started)
+class Start(Request):
+    options: dict
+
+
+@request_type("stop", Ok)
+class Stop(Request):
+    pass
+
+
+@request_type("ping", Ok)
+class Ping(Request):
+    """The round trip alone (worker_overhead)."""
+
+
+@request_type("phase", PhaseReply)
+class Phase(Request):
+    name: str
+
+
+@request_type("phase_names", Names)
+class PhaseNames(Request):
+    pass
+
+
+@request_type("layout", LayoutReply)
+class Layout(Request):
+    pass
+
+
+@request_type("get_params", Data)
+class GetParams(Request):
+    pass
+
+
+@request_type("set_params", Ok)
+class SetParams(Request):
+    data: str  # base64 of float32s
+
+
+@request_type("epoch_batches", Count)
+class EpochBatches(Request):
+    pass
+
+
+@request_type("batch", BatchReply)
+class Batch(Request):
+    index: int
+
+
+@request_type("train_steps", Losses)
+class TrainSteps(Request):
+    steps: int
+
+
+@request_type("dist_store", Port)
+class DistStore(Request):
+    world: int
+    timeout_s: float
+
+
+@request_type("dist_join", Joined)
+class DistJoin(Request):
+    rank: int
+    world: int
+    device: str
+    timeout_s: float
+    port: int
+
+
+@request_type("timed_steps", StepTimes)
+class TimedSteps(Request):
+    steps: int
+
+
+@request_type("evaluate", Evaluation)
+class Evaluate(Request):
+    pass
+
+
+@request_type("train", Run)
+class Train(Request):
+    epochs: int
+    synchronize: bool
+    max_steps: int = 0
+
+
+@request_type("ensemble_start", Ok)
+class EnsembleStart(Request):
+    models: int
+
+
+@request_type("ensemble_step", EnsembleReply)
+class EnsembleStep(Request):
+    pass
+
+
+@request_type("ensemble_params", Data)
+class EnsembleParams(Request):
+    member: int
+
+
+@request_type("ensemble_stop", Ok)
+class EnsembleStop(Request):
+    pass
+
+
+REQUESTS: dict[str, type[Request]] = {cls.cmd: cls for cls in (
+    Start, Stop, Ping, Phase, PhaseNames, Layout, GetParams, SetParams, EpochBatches, Batch, TrainSteps, DistStore,
+    DistJoin, TimedSteps, Evaluate, Train, EnsembleStart, EnsembleStep, EnsembleParams, EnsembleStop)}
+
+__all__ = ["REQUESTS", "PhaseTiming", "ProtocolError", "Reply", "Request", "decode_request"] + [
+    cls.__name__ for cls in REQUESTS.values()]
