@@ -195,7 +195,8 @@ def _fashion_mnist(root: str) -> DataSource | None:
         return None
     os.makedirs(target.raw_dir, exist_ok=True)
     for name in FILES:
-        partial = os.path.join(target.raw_dir, name + ".partial")
+        # A file of this process's own, renamed into place whole: two runs resolving one root at once each write theirs.
+        partial = os.path.join(target.raw_dir, f"{name}.{os.getpid()}.partial")
         with gzip.open(FASHION_MNIST_DIR / f"{name}.gz") as source, open(partial, "wb") as out:
             shutil.copyfileobj(source, out)
         os.replace(partial, os.path.join(target.raw_dir, name))

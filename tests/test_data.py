@@ -191,3 +191,19 @@ def test_runs_that_probe_one_data_folder_at_once_all_find_it_writable(tmp_path):
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda _: make_writable_folder(root), range(2000)))  # raises what any call raised
     assert os.listdir(root) == []
+
+
+@pytest.mark.skipif(not data.FASHION_MNIST_DIR.is_dir(), reason="dataset-fashion-mnist is not installed")
+def test_runs_that_unpack_fashion_mnist_into_one_folder_at_once_all_find_it(tmp_path):
+    """Two runs resolving one --mnist-root at once (base and head of .ci/bench-pr-count, counted side by side) each
+    unpack the files: a partial file of a shared name, renamed by the other, failed the second with FileNotFoundError."""
+    import subprocess
+    import sys
+
+    code = f"from phasebench import data; print(data.resolve('fashion-mnist', {str(tmp_path)!r}).raw_dir)"
+    runs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(4)]
+    for run in runs:
+        out, err = run.communicate(timeout=120)
+        assert run.returncode == 0, err
+    assert not [name for name in os.listdir(out.strip()) if name.endswith(".partial")]
