@@ -51,7 +51,8 @@ CASES = {  # fullname -> (phase, implementation, median seconds, timer floor sec
 }
 
 
-def save_run(path, rng: random.Random, noise: float, slow: dict[str, float] | None = None) -> str:
+def save_run(path, rng: random.Random, noise: float, slow: dict[str, float] | None = None,
+             method: int = METHOD_VERSION) -> str:
     """A saved result with every case of CASES, its median moved by a run offset shared by all cases
     (the machine) and by its own noise, times 1 + slow[name]."""
     offset = rng.gauss(0, noise)
@@ -61,7 +62,7 @@ def save_run(path, rng: random.Random, noise: float, slow: dict[str, float] | No
         benchmarks.append({"fullname": f"bench/test_phases.py::{name}", "name": name, "stats": {"median": value},
                            "extra_info": {"phase": phase, "implementation": impl, "device": "cpu",
                                           "timer_floor_s": floor}})
-    path.write_text(json.dumps({"machine_info": {"phasebench": {"method": METHOD_VERSION}}, "benchmarks": benchmarks}))
+    path.write_text(json.dumps({"machine_info": {"phasebench": {"method": method}}, "benchmarks": benchmarks}))
     return str(path)
 
 
@@ -117,6 +118,22 @@ def test_the_command_writes_the_summary_and_the_failing_cases(tmp_path, capsys):
     assert paired.main(["--base", *base, "--head", *base]) == 0
     with pytest.raises(SystemExit):
         paired.main(["--base", *base, "--head", *head[:2]])
+
+
+def test_a_change_of_method_is_not_comparable_and_passes_saying_so(tmp_path, capsys):
+    """Head measured by a newer method than base (it changed what a clock holds): no case is judged, even one
+    slowed 50 %, and the summary names both methods; runs of mixed methods within one side stay an error."""
+    old = METHOD_VERSION - 1
+    base = [save_run(tmp_path / f"b{i}.json", random.Random(i), 0.02, method=old) for i in range(3)]
+    head = [save_run(tmp_path / f"h{i}.json", random.Random(10 + i), 0.02, {"test_phase[forward-cpp-cpu]": 0.5})
+            for i in range(3)]
+    status = paired.main(["--base", *base, "--head", *head, "--markdown", str(tmp_path / "gate.md"),
+                          "--failing", str(tmp_path / "failing.txt")])
+    out = capsys.readouterr().out
+    assert status == 0 and "not comparable" in out and f"method {old}, head by method {METHOD_VERSION}" in out
+    assert (tmp_path / "gate.md").read_text() == out and (tmp_path / "failing.txt").read_text() == ""
+    with pytest.raises(SystemExit, match="different measurement methods"):
+        paired.main(["--base", base[0], head[1], "--head", *head[:2]])
 
 
 def test_gate_study_counts_alarms_and_detections(tmp_path):

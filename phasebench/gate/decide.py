@@ -120,6 +120,18 @@ def _judge(change: Change, threshold: float, shift: float | None, floor: float |
     return Verdict.UNCHANGED, ""
 
 
+def method_change(base_runs: list[Run], head_runs: list[Run]) -> str | None:
+    """The job summary where base was measured by one method and head by another (head changed what a clock holds,
+    phasebench/method.py): their timings are not comparable, so the gate gives no verdict and passes, saying why.
+    None where both sides share one method (runs of mixed methods within a side are decide's error)."""
+    base, head = {run.method for run in base_runs}, {run.method for run in head_runs}
+    if len(base) != 1 or len(head) != 1 or base == head:
+        return None
+    return (f"## Gate: not comparable\n\nbase was measured by phasebench method {base.pop()}, head by method "
+            f"{head.pop()} (phasebench/method.py says what changed): their timings are not comparable, so no case "
+            f"is judged and the gate passes. Later changes are gated against head's method.\n")
+
+
 def decide(base_runs: list[Run], head_runs: list[Run], threshold: float = DEFAULT_THRESHOLD,
            ratio_threshold: float = DEFAULT_THRESHOLD) -> list[CaseDecision]:
     """Every case in all runs of both sides, then every implementation against its reference (per phase, device

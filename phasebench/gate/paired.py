@@ -4,7 +4,8 @@ docs/gating.md#baselines-and-ci-gating), by phasebench.gate.decide, whose docstr
     python -m phasebench.gate.paired --base B1.json B2.json … --head H1.json H2.json … [--threshold 10%]
         [--ratio-threshold 10%] [--markdown FILE] [--failing FILE]
 
-prints every case's verdict and exits 1 when one regressed (`python -m phasebench.gate A B` shows the same table
+prints every case's verdict and exits 1 when one regressed; where base and head were measured by different methods
+(head changed what a clock holds) it says so and exits 0 without a verdict (`python -m phasebench.gate A B` shows the same table
 for one pair, without intervals).
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from phasebench.gate.decide import DEFAULT_THRESHOLD, Run, decide, table
+from phasebench.gate.decide import DEFAULT_THRESHOLD, Run, decide, method_change, table
 from phasebench.gate.options import parse_percent
 
 
@@ -28,14 +29,15 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if len(args.base) != len(args.head):
         parser.error(f"{len(args.base)} base and {len(args.head)} head results: they are compared in pairs")
+    base_runs, head_runs = [Run.load(p) for p in args.base], [Run.load(p) for p in args.head]
+    not_comparable = method_change(base_runs, head_runs)
     try:
-        verdicts = decide([Run.load(p) for p in args.base], [Run.load(p) for p in args.head], args.threshold,
-                          args.ratio_threshold)
+        verdicts = [] if not_comparable else decide(base_runs, head_runs, args.threshold, args.ratio_threshold)
     except ValueError as error:
         raise SystemExit(str(error)) from None
-    if not verdicts:
+    if not verdicts and not not_comparable:
         raise SystemExit("nothing compared: no case is in every base and head result")
-    text = table(verdicts, args.threshold, args.ratio_threshold)
+    text = not_comparable or table(verdicts, args.threshold, args.ratio_threshold)
     print(text, end="")
     if args.markdown:
         Path(args.markdown).write_text(text, encoding="utf8")
