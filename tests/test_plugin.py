@@ -1,4 +1,4 @@
-"""The plugin owns its contract (docs/architecture.md#the-c-abi-and-the-build): the root conftest.py is its entry and
+"""The plugin owns its contract (docs/architecture.md): the root conftest.py is its entry and
 nothing else, the session is built once by a short pytest_configure, and one hook decides what is collected."""
 
 from __future__ import annotations
