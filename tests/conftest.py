@@ -1,6 +1,6 @@
 """The test command's own arrangements, apart from the product's plugin: its order (the Python bench cases first,
-while the C++ library builds beside them; the tests marked `beside` last), the library's build started as soon as
-collection ends, the second lane that runs the marked tests' slow work (tests/beside.py), and the recorder of
+while the C++ library builds beside them; the tests of the library's testing build late; the tests marked `beside`
+last), the libraries' builds started as soon as collection ends, the testing build's fixture, the second lane that runs the marked tests' slow work (tests/beside.py), and the recorder of
 every benchmark's extra_info (tests/recorder.py). Only where the run times nothing: beside a timed case any of it
 would be inside its clock."""
 
@@ -59,6 +59,9 @@ def pytest_collection_modifyitems(config, items):
     Where nothing is timed, the Python bench cases run before the C++ ones (library_free_first)."""
     if nothing_timed(config, items):
         items[:] = library_free_first(items)
+    # The testing build compiles after the production library, beside the tests: its tests go late, not waiting on it.
+    items[:] = ([item for item in items if "testing_library" not in getattr(item, "fixturenames", ())]
+                + [item for item in items if "testing_library" in getattr(item, "fixturenames", ())])
     marked = [item for item in items if item.get_closest_marker("beside")]
     if marked:
         # Longest work first: the lane takes it from the near end, and ends on short work, which is what the last
@@ -70,11 +73,12 @@ def pytest_collection_modifyitems(config, items):
 def pytest_collection_finish(session):
     """Where nothing is timed, the C++ library's build starts as soon as collection ends, beside the first tests;
     the cpp_library fixture waits on its lock and finds it built. Once built, the plain program's build (where a
-    test asks for it) and the lane of the marked tests' work start beside the tests."""
+    test asks for it) and the lane of the marked tests' work start beside the tests, and the testing build (where a
+    test asks for it) follows in this thread."""
     items = session.items
     if session.config.option.collectonly or not items or not nothing_timed(session.config, items):
         return
-    if not (asks_for(items, "cpp_library") or asks_for(items, "started_beside")):
+    if not any(asks_for(items, name) for name in ("cpp_library", "started_beside", "testing_library")):
         return
     variant = session.config.phasebench.library_variant
 
@@ -88,6 +92,8 @@ def pytest_collection_finish(session):
                              daemon=True).start()
         if any(item.get_closest_marker("beside") for item in items):
             beside.start(items, library, lane=True)
+        if asks_for(items, "testing_library"):
+            _quietly(lambda: build.library_path(variant="testing"))
 
     threading.Thread(target=build_then_start, name="phasebench-build", daemon=True).start()
 
@@ -97,6 +103,17 @@ def _quietly(build_it) -> None:
         build_it()
     except Exception:  # noqa: BLE001  (the fixture's own call raises it)
         pass
+
+
+@pytest.fixture(scope="session")
+def testing_library() -> str:
+    """The library's testing build (phasebench/worker/build.py's variant "testing": the production library and
+    include/phasebench_testing.h's entry points), for the tests of the knobs it holds; skipped where no C++ toolchain
+    is installed."""
+    try:
+        return str(build.library_path(variant="testing"))
+    except build.BuildUnavailable as error:
+        pytest.skip(str(error))
 
 
 @pytest.fixture

@@ -188,8 +188,8 @@ def run_probes(library: str, root: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def probe_results(cpp_library, settings, testing_build) -> tuple[dict, str | None]:
-    """({probe: (status, message)}, how the child died or None); the testing build starts beside them."""
+def probe_results(cpp_library, settings) -> tuple[dict, str | None]:
+    """({probe: (status, message)}, how the child died or None)."""
     child = subprocess.run([sys.executable, "-m", "tests.test_c_abi", cpp_library, settings.source.root],
                            cwd=ROOT, env=os.environ | build.sanitizer_runtime_env(), capture_output=True, text=True,
                            timeout=300)
@@ -322,22 +322,10 @@ def session_checks(library: str, root: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def testing_build():
-    """The testing build (build.py's variant "testing"), built in the background from the probes on (they start it),
-    beside the probes of the production library: `testing_build()` waits for its path. tests/test_exports.py uses it
-    once built."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(1) as pool:
-        future = pool.submit(build.library_path, variant="testing")
-        yield lambda: str(future.result())
-
-
-@pytest.fixture(scope="module")
-def session_seen(cpp_library, testing_build, settings) -> dict:
+def session_seen(cpp_library, testing_library, settings) -> dict:
     # One intra-op thread: with two, on this 2-core machine at load 5-6, 3 steps' forward took 180-580 ms (spinning
     # OpenMP threads) against the 3 × SLOW_NS that a library keeping the phase's pointer would add; with one, 18-34 ms.
-    child = subprocess.run([sys.executable, "-m", "tests.test_c_abi", "--session", testing_build(), settings.source.root],
+    child = subprocess.run([sys.executable, "-m", "tests.test_c_abi", "--session", testing_library, settings.source.root],
                            cwd=ROOT, env=os.environ | build.sanitizer_runtime_env() | {"OMP_NUM_THREADS": "1"},
                            capture_output=True, text=True, timeout=300)
     assert child.returncode == 0, f"the child died with {describe_exit(child.returncode)}:\n{child.stderr[-3000:]}"

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from phasebench.worker import build
 from phasebench.worker.client import ROOT
 
 CPP = ROOT / "cpp"
@@ -40,9 +39,8 @@ def test_the_production_library_exports_exactly_its_public_headers_functions(cpp
                                 f"not exported: {sorted(PUBLIC - exported)}")
 
 
-def test_the_testing_build_adds_the_testing_entry_points(cpp_library):
-    """Built in the background by tests/test_c_abi.py when it runs first; here it waits for the build, or builds."""
-    testing = str(build.library_path(variant="testing"))
+def test_the_testing_build_adds_the_testing_entry_points(testing_library):
+    testing = testing_library
     assert _exported(testing) == PUBLIC | TESTING
     warnings = Path(testing).parent / "warnings.txt"
     assert not warnings.exists(), f"the testing build printed warnings:\n{warnings.read_text()}"

@@ -5,21 +5,21 @@ from __future__ import annotations
 
 import pytest
 
-from phasebench.worker import build
 from phasebench.worker.client import Worker, WorkerError
 from tests import knobs
 
 SLOW_NS = 50_000_000
 
 
-def test_the_slow_knob_slows_a_cpp_workers_phase_in_the_testing_build(new_worker, cpp_library, monkeypatch):
+def test_the_slow_knob_slows_a_cpp_workers_phase_in_the_testing_build(new_worker, cpp_library, testing_library,
+                                                                      monkeypatch):
     monkeypatch.setenv(knobs.SLOW_PHASE_ENV, f"cpp/loss:{SLOW_NS // 1_000_000}ms")
     impl, device, options, timeout, _ = new_worker("cpp", "cpu").args  # the session's worker, another library
 
     def spawn(library: str) -> Worker:
         return Worker(impl, device, options, timeout, library, module=knobs.WORKER_MODULE)
 
-    worker = spawn(str(build.library_path(variant="testing")))
+    worker = spawn(testing_library)
     try:
         assert worker.run_phase("loss").ns >= SLOW_NS
         assert worker.run_phase("noop").ns < SLOW_NS
