@@ -39,7 +39,7 @@ METHOD_SOURCES = (
     "cpp/src/run.cpp",
     "cpp/src/trainer.cpp",
 )
-METHOD_SOURCES_HASH = "1dee493fc2c32e97"
+METHOD_SOURCES_HASH = "8f6b7d4d038b9a06"
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 

@@ -6,7 +6,8 @@ as the workers of a run that loads `-p tests.knobs`:
 It adds the `fault` request and the faults of PHASEBENCH_TEST_FAULT (docs/faults.md#faults-and-bad-input), and the
 slow knob of PHASEBENCH_TEST_SLOW_PHASE, put in place once a trainer is built: the Python trainer's phase bodies
 and run bodies wrapped here, the C++ trainer's through the testing build's pb_testing_* entry points
-(cpp/include/phasebench_testing.h).
+(cpp/include/phasebench_testing.h); and, for the instruction-count study, the heap pad of PHASEBENCH_TEST_HEAP_PAD
+before each trainer is built.
 """
 
 from __future__ import annotations
@@ -99,6 +100,29 @@ def slow_cpp(library: str, trainer, slow_phase: str, slow_ns: int = 0, slow_frac
         raise cpp_lib.CppError(lib.pb_last_error().decode(errors="replace"))
 
 
+HEAP_PAD_ENV = "PHASEBENCH_TEST_HEAP_PAD"
+
+
+def perturb_heap() -> None:
+    """HEAP_PAD_ENV=N (studies/count-study's SPREAD_PERTURB): before the trainer is built, leave
+    the C library's heap in another state for each N, holes of other sizes freed among blocks kept, as a change to
+    the code before it would. The same in both languages (both workers are this process), since the C++ trainer's
+    heap is the C library's; an environment variable's length moves the Python heap but not this one."""
+    n = int(os.environ.get(HEAP_PAD_ENV, "0") or 0)
+    if n <= 0:
+        return
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    blocks = [libc.malloc(24 + (k * 37 * n) % 1500) for k in range(16 * n)]
+    for block in blocks[::2]:
+        libc.free(block)
+    _KEPT.extend(blocks[1::2])
+
+
+_KEPT: list[int] = []  # the heap pad's kept blocks, never freed
+
+
 class KnobsServer(server.Server):
     def __init__(self, args):
         super().__init__(args)
@@ -126,6 +150,9 @@ class KnobsServer(server.Server):
         if isinstance(request, protocol.DistJoin):  # this rank's own faults, now that it has one
             self.faults = faults_for(self.fault_text, self.args.impl, request.rank)
         return reply
+
+    def before_trainer(self) -> None:
+        perturb_heap()
 
     def started(self) -> None:
         if not self.slow:

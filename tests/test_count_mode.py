@@ -99,7 +99,7 @@ def test_rounds_given_anywhere_reach_the_count_mode():
 def test_the_heap_pad_leaves_another_heap_for_each_n(monkeypatch):
     """The count study's C-heap perturbation (PHASEBENCH_TEST_HEAP_PAD) keeps every other block of its N and does
     nothing without N."""
-    from phasebench.worker import count_server
+    from tests import knobs_worker as count_server
 
     monkeypatch.setattr(count_server, "_KEPT", [])
     monkeypatch.delenv("PHASEBENCH_TEST_HEAP_PAD", raising=False)

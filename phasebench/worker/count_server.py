@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import os
 import sys
 
 from phasebench.worker import counting
@@ -68,23 +67,3 @@ class Counter:
         if len(written) != 1:
             raise RuntimeError(f"{label}: {len(written)} callgrind dumps, expected 1 ({self.out_file}.N)")
         return {"dump": str(written[0]), "label": label, "result": result}
-
-
-def perturb_heap() -> None:
-    """Test-only (PHASEBENCH_TEST_HEAP_PAD=N, studies/count-study's SPREAD_PERTURB): before the trainer is built, leave
-    the C library's heap in another state for each N, holes of other sizes freed among blocks kept, as a change to
-    the code before it would. The same in both languages (both workers are this process), since the C++ trainer's
-    heap is the C library's; an environment variable's length moves the Python heap but not this one."""
-    n = int(os.environ.get("PHASEBENCH_TEST_HEAP_PAD", "0") or 0)
-    if n <= 0:
-        return
-    libc = ctypes.CDLL(None)
-    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-    libc.free.argtypes = [ctypes.c_void_p]
-    blocks = [libc.malloc(24 + (k * 37 * n) % 1500) for k in range(16 * n)]
-    for block in blocks[::2]:
-        libc.free(block)
-    _KEPT.extend(blocks[1::2])
-
-
-_KEPT: list[int] = []  # the heap pad's kept blocks, never freed

@@ -188,6 +188,9 @@ class Server:
             raise RuntimeError(f"'{request.cmd}' before 'start'")
         return handler(request)
 
+    def before_trainer(self) -> None:
+        """Called before each trainer is built (a subclass may prepare the process for it)."""
+
     def started(self) -> None:
         """Called once a start request has built its trainer (self.adapter), before its reply."""
 
@@ -201,10 +204,7 @@ class Server:
             self.adapter.trainer.close()
             self.adapter = None
         args = self.args
-        if args.count_out:
-            from phasebench.worker.count_server import perturb_heap
-
-            perturb_heap()
+        self.before_trainer()
         self.adapter = (PythonAdapter(request.options) if args.language == "python"
                         else CppAdapter(request.options, args.library))
         self.started()
