@@ -15,8 +15,6 @@ import pytest
 from phasebench import registry
 from phasebench.worker import build, counting
 
-ROUNDS, WARMUP_ROUNDS, aslr_off = counting.ROUNDS, counting.WARMUP_ROUNDS, counting.aslr_off
-
 CHOICES = ("instructions",)
 
 

@@ -170,5 +170,4 @@ def machine_info(settings, probed: bool) -> dict:
         dataset_path=settings.source.raw_dir if settings.source else None,
         dataset_origin=settings.source.origin if settings.source else None,
         rounds=settings.rounds, warmup_rounds=settings.warmup_rounds, processes=settings.processes,
-        testing=getattr(settings, "testing", None),  # a testing run never passes as a real one
     ).as_dict()

@@ -16,13 +16,14 @@ from phasebench.plugin import counting, machine
 from phasebench.plugin.cases import SELECTIONS, chosen_selections
 from phasebench.plugin.guards import given_options, histogram_unavailable, misread_path_option, refused_option
 from phasebench.registry import DEVICES
+from phasebench.results import DEFAULT_STORAGE
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload, parse_sizes, workloads
 from phasebench.worker import build
+from phasebench.worker import counting as count_mode
 
 COMMIT_ENV, DIRTY_ENV = "PHASEBENCH_COMMIT", "PHASEBENCH_DIRTY"  # for a copy without git history
 DEFAULT_DATA = build.ROOT / "data"  # the repository's, wherever pytest is started
-DEFAULT_STORAGE = f"file://{build.ROOT / '.benchmarks'}"  # phasebench.report and phasebench.gate read it too
 PYTEST_BENCHMARK_STORAGE = "file://./.benchmarks"  # pytest-benchmark's default, relative to where pytest started
 # test_concurrent_jobs' N per device when --jobs is not given: on cpu the jobs share the intra-op threads.
 DEFAULT_JOBS = {"cpu": (1, 2), "cuda": (1, 2, 4)}
@@ -166,10 +167,10 @@ class PhasebenchSession:
         machine_info."""
         self.devices, self.threads = ("cpu",), 1
         if "--rounds" not in given:
-            self.rounds = counting.ROUNDS
+            self.rounds = count_mode.ROUNDS
         if "--warmup-rounds" not in given:
-            self.warmup_rounds = counting.WARMUP_ROUNDS
-        prefix = counting.aslr_off() if probed else []
+            self.warmup_rounds = count_mode.WARMUP_ROUNDS
+        prefix = count_mode.aslr_off() if probed else []
         self.count = {"prefix": prefix}
         return counting.machine_info(prefix, probed)
 
