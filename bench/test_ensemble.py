@@ -4,7 +4,7 @@ test_ensemble[impl-device-M] trains M independent models on the same batches in 
 implementation and device. Member k is the Net built right after seed k (k = 1..M: member 1 starts from the
 published model's weights, each other member from its own seed's), with its own SGD. python and cpp train the
 members one after another (a loop in the worker's language); python-vmap trains them as one vectorized
-ensemble (torch.func; phasebench/train/ensemble.py). tests/test_equivalence.py proves what each member trains.
+ensemble (torch.func; phasebench/train/ensemble.py). tests/equivalence/test_ensembles.py proves what each member trains.
 
 Each benchmark round is one step of all M members, timed inside the worker as a phase is: the batch is loaded
 and copied to the device before the clock starts (data loading is excluded: it is the same whatever M is, and

@@ -136,7 +136,7 @@ class Workload:
     def label(self) -> str:
         return f"width {self.width}, batch {self.batch_size}"
 
-    # The Net's sizes, in one place (phasebench/train/model.py's Net and cpp/src/trainer.h's follow them).
+    # The Net's sizes, in one place (phasebench/train/model.py's Net and cpp/src/model.h's follow them).
     @property
     def conv1_channels(self) -> int:
         return 10 * self.width

@@ -1,8 +1,8 @@
-"""The test command's own arrangements, apart from the product's plugin: its order (the Python bench cases first,
-while the C++ library builds beside them; the tests of the library's testing build late; the tests marked `beside`
-last), the libraries' builds started as soon as collection ends, the testing build's fixture, the second lane that runs the marked tests' slow work (tests/beside.py), and the recorder of
-every benchmark's extra_info (tests/recorder.py). Only where the run times nothing: beside a timed case any of it
-would be inside its clock."""
+"""The test command's own arrangements, apart from the product's plugin: the order of the tests (the Python bench
+cases first, while the C++ library builds beside them; the tests of the library's testing build late), the
+libraries' builds started as soon as collection ends, the groups pytest-xdist keeps on one worker, the testing
+build's fixture, and the recorder of every benchmark's extra_info (tests/recorder.py). Only where the run times
+nothing: beside a timed case any of it would be inside its clock."""
 
 from __future__ import annotations
 
@@ -13,15 +13,22 @@ import pytest
 
 from phasebench import registry
 from phasebench.worker import build
-from tests import beside, recorder
+from tests import recorder
 
 BENCH_DIR = str(build.ROOT / "bench") + os.sep
+# Fixtures of these scopes are made once per module (or package, class) in each process that runs one of its
+# tests: under pytest-xdist the tests sharing one stay together, or each worker would make it again.
+SHARED_SCOPES = {"module", "package", "class"}
+
+
+# What pytest-xdist tells its workers through the environment. The child pytests the tests start inherit the
+# environment, and pytest-benchmark disables itself in what it takes for an xdist worker.
+XDIST_ENV = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "beside(start, once=False, cost_s=0): start(item, folder, library) starts "
-                                       "the test's work, in a second lane once the C++ library is built; cost_s, its "
-                                       "rough seconds here, orders the marked tests (tests/beside.py)")
+    for name in XDIST_ENV:  # a test's child pytest is a run of its own
+        os.environ.pop(name, None)
     if not config.pluginmanager.is_registered(recorder):
         config.pluginmanager.register(recorder, "tests.recorder")
 
@@ -52,57 +59,69 @@ def library_free_first(items) -> list:
             + items[len(bench):])
 
 
-@pytest.hookimpl(trylast=True)
+def shared_fixture_group(item) -> str | None:
+    """The xdist group of a test that shares something costly with others: a bench case, the worker process of its
+    implementation and device (the session's worker pool, of which each xdist worker would start its own); a test
+    using a fixture narrower than the session (a module's worker, a module's child run), the fixture's module (or
+    package), so that one xdist worker makes it once. None for a test that shares nothing costly."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if str(item.path).startswith(BENCH_DIR) and "impl" in params:
+        return f"worker {params['impl']} {params.get('device', '')}".rstrip()
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    for definitions in info.name2fixturedefs.values():
+        if definitions and definitions[-1].scope in SHARED_SCOPES:
+            return (item.path.parent if definitions[-1].scope == "package" else item.path).relative_to(
+                build.ROOT).as_posix()
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the xdist_group markers
 def pytest_collection_modifyitems(config, items):
-    """The tests marked beside run last, longest work first (the marker's cost_s): their work starts in the second
-    lane as soon as the library is built, and by the time the other tests are done most of it is (tests/beside.py).
-    Where nothing is timed, the Python bench cases run before the C++ ones (library_free_first)."""
+    """Where nothing is timed, the Python bench cases run before the C++ ones (library_free_first); the tests of
+    the testing build go late (it compiles after the production library); tests sharing a fixture narrower than
+    the session get its xdist group."""
     if nothing_timed(config, items):
         items[:] = library_free_first(items)
-    # The testing build compiles after the production library, beside the tests: its tests go late, not waiting on it.
     items[:] = ([item for item in items if "testing_library" not in getattr(item, "fixturenames", ())]
                 + [item for item in items if "testing_library" in getattr(item, "fixturenames", ())])
-    marked = [item for item in items if item.get_closest_marker("beside")]
-    if marked:
-        # Longest work first: the lane takes it from the near end, and ends on short work, which is what the last
-        # tests wait on.
-        marked.sort(key=lambda item: -item.get_closest_marker("beside").kwargs.get("cost_s", 0))
-        items[:] = [item for item in items if not item.get_closest_marker("beside")] + marked
+    for item in items:
+        group = shared_fixture_group(item)
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_collection_finish(session):
     """Where nothing is timed, the C++ library's build starts as soon as collection ends, beside the first tests;
-    the cpp_library fixture waits on its lock and finds it built. Once built, the plain program's build (where a
-    test asks for it) and the lane of the marked tests' work start beside the tests, and the testing build (where a
-    test asks for it) follows in this thread."""
+    the cpp_library fixture waits on its lock and finds it built, and so do the other xdist workers' (one build
+    folder, one writer: phasebench/worker/build.py locks it). Then the plain program (where a test asks for it)
+    and the testing build (where a test asks for it). The thread only builds: what fails, the fixture's own call
+    raises in the test that needs it."""
     items = session.items
     if session.config.option.collectonly or not items or not nothing_timed(session.config, items):
         return
-    if not any(asks_for(items, name) for name in ("cpp_library", "started_beside", "testing_library")):
+    if not any(asks_for(items, name) for name in ("cpp_library", "cpp_plain_program", "testing_library")):
         return
     variant = session.config.phasebench.library_variant
 
-    def build_then_start() -> None:
-        try:
-            library = str(build.library_path(variant=variant))
-        except Exception:  # noqa: BLE001  (the cpp_library fixture's own call raises it, in the test that needs it)
+    def build_all() -> None:
+        if not _quietly(lambda: build.library_path(variant=variant)):
             return
         if asks_for(items, "cpp_plain_program"):
-            threading.Thread(target=_quietly, args=(build.plain_program_path,), name="phasebench-plain-build",
-                             daemon=True).start()
-        if any(item.get_closest_marker("beside") for item in items):
-            beside.start(items, library, lane=True)
+            _quietly(build.plain_program_path)
         if asks_for(items, "testing_library"):
             _quietly(lambda: build.library_path(variant="testing"))
 
-    threading.Thread(target=build_then_start, name="phasebench-build", daemon=True).start()
+    threading.Thread(target=build_all, name="phasebench-build", daemon=True).start()
 
 
-def _quietly(build_it) -> None:
+def _quietly(build_it) -> bool:
     try:
         build_it()
-    except Exception:  # noqa: BLE001  (the fixture's own call raises it)
-        pass
+    except Exception:  # noqa: BLE001  (the fixture's own call raises it, in the test that needs it)
+        return False
+    return True
 
 
 @pytest.fixture(scope="session")
@@ -116,23 +135,7 @@ def testing_library() -> str:
         pytest.skip(str(error))
 
 
-@pytest.fixture
-def started_beside(request):
-    """The Future of this test's beside(start) work (tests/beside.py), done now where the lane has not taken it."""
-    if beside.key(request.node) not in beside.WORK:
-        try:
-            library = request.getfixturevalue("cpp_library")
-        except pytest.skip.Exception:
-            library = None
-        beside.start([request.node], library, lane=False)
-    return beside.result_for(request.node)
-
-
 @pytest.fixture(scope="session")
 def saved_extra_info() -> dict[str, dict]:
     """{node id: extra_info} of the benchmarks this session ran so far (tests/recorder.py)."""
     return recorder.SAVED
-
-
-def pytest_sessionfinish(session):
-    beside.stop_all()

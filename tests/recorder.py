@@ -1,5 +1,5 @@
 """A plugin that keeps the extra_info of every benchmark of a run as pytest-benchmark's fixture held it when the
-test's call ended: tests/test_utilization.py reads this session's (tests/conftest.py registers it) instead of
+test's call ended: tests/test_utilization_recorded.py reads this session's (tests/conftest.py registers it) instead of
 running the benchmarks again. A child pytest started with `-p tests.recorder` and PHASEBENCH_TEST_EXTRA_INFO=FILE
 appends its own to FILE, a JSON line each."""
 

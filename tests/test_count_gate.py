@@ -205,7 +205,7 @@ wait
 @pytest.mark.parametrize("serial", ["", "1"], ids=["side-by-side", "serial"])
 def test_a_cancelled_count_gate_stops_both_sides(tmp_path, serial):
     """A cancelled CI job signals .ci/bench-pr-count's shell alone: the pytest of each side it started gets SIGTERM
-    (where it saves what it finished, test_faults), and the script exits 143 at once instead of leaving them
+    (where it saves what it finished, tests/test_interrupted_runs.py), and the script exits 143 at once instead of leaving them
     counting on."""
     import os
     import signal

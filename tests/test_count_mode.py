@@ -21,11 +21,9 @@ def pytest_run(*args, env=None, timeout=600):
                           capture_output=True, text=True, env=env, timeout=timeout)
 
 
-def start_counted_runs(item, folder, library) -> dict:
+def counted_runs(config, folder) -> dict:
     """One pytest per language under --count instructions on the tiniest case (copy_to_device, one round), side by
-    side: a count does not depend on its neighbours. Started as soon as the library is built (tests/beside.py), so that their minute under Valgrind runs beside the rest of the test command."""
-    if shutil.which("valgrind") is None or library is None:
-        return {}
+    side: a count does not depend on its neighbours. {language: (its result file, its ended process)}."""
     runs = {}
     for impl in ("python", "cpp"):
         out, log = folder / f"{impl}.json", open(folder / f"{impl}.log", "w")
@@ -35,21 +33,25 @@ def start_counted_runs(item, folder, library) -> dict:
                  "instructions", "--impl", impl, "-k", "copy_to_device", "--rounds", "1", "--warmup-rounds", "0",
                  "--benchmark-json", str(out),
                  # The data this run resolved: two children resolving a fresh clone's data/ at once can race.
-                 f"--dataset={item.config.getoption('dataset')}", f"--mnist-root={item.config.getoption('mnist_root')}"],
+                 f"--dataset={config.getoption('dataset')}", f"--mnist-root={config.getoption('mnist_root')}"],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True))
+    try:
+        for _, process in runs.values():
+            process.wait(timeout=600)
+    finally:
+        for _, process in runs.values():
+            if process.poll() is None:
+                process.kill()
     return runs
 
 
 @needs_valgrind
-@pytest.mark.beside.with_args(start_counted_runs, cost_s=55)  # with_args: a lone callable would be marked, not passed
-def test_one_phase_is_counted_in_both_languages(started_beside):
-    """The mode end to end on its tiniest case: copy_to_device, one round, each language. Why it cannot be cheaper
-    (about 60 s here, mostly beside other tests: tests/beside.py): a worker under Valgrind starts slowly
-    (torch or LibTorch translated and their symbols read), and only a real run shows that both brackets count and
-    that the result saves counts, not times."""
-    runs = started_beside.result(timeout=600)  # the processes have ended
-    if not runs:
-        pytest.skip("no C++ library here: both languages' count bracket is in it")
+def test_one_phase_is_counted_in_both_languages(pytestconfig, cpp_library, tmp_path):
+    """The mode end to end on its tiniest case: copy_to_device, one round, each language (cpp_library: both
+    languages' count bracket is in the C++ library, built first). Why it cannot be cheaper (about 60 s of two
+    cores): a worker under Valgrind starts slowly (torch or LibTorch translated and their symbols read), and only a
+    real run shows that both brackets count and that the result saves counts, not times."""
+    runs = counted_runs(pytestconfig, tmp_path)
     cases = {}
     for out, process in runs.values():
         output = out.with_suffix(".log").read_text()

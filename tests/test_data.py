@@ -20,7 +20,7 @@ import pytest
 from phasebench import data, registry
 from phasebench.worker.client import Worker, WorkerError
 from phasebench.worker.protocol import Evaluate, Start
-from tests.test_faults import run_suite
+from tests.child_runs import run_suite
 
 IMAGES, LABELS, TEST_LABELS = "train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-labels-idx1-ubyte"
 TRAIN = data.SPLIT_SIZES["train"]
@@ -181,7 +181,7 @@ def test_generating_synthetic_data_says_so_first_and_names_the_package(tmp_path)
 
 
 def test_runs_that_probe_one_data_folder_at_once_all_find_it_writable(tmp_path):
-    """Two child pytests resolving one --mnist-root at once (tests/beside.py starts two) each probe it: a probe
+    """Two child pytests resolving one --mnist-root at once (as the count mode's test starts two) each probe it: a probe
     file of a shared name, removed by the other, failed the second run as "not writable"."""
     from concurrent.futures import ThreadPoolExecutor
 

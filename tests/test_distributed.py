@@ -4,7 +4,7 @@ world size 2, a few steps, the worlds shared by the module's tests (the suite's 
 Equivalence, with dropout off and on:
 - after N steps every rank holds bit-identical parameters (each rank applies SGD to the same all-reduced gradients);
 - python-allreduce and cpp-allreduce agree bit for bit: the same per-rank batches, the same kernels as the published
-  pair (tests/test_equivalence.py shows python and cpp train bit-identically), the same all-reduce (Gloo's sum of two
+  pair (tests/equivalence/ shows python and cpp train bit-identically), the same all-reduce (Gloo's sum of two
   float32 values is exact-order: a + b), then the same division by 2;
 - world size 2 against one process training on the same global batches (dropout off), within DERIVED_TOLERANCE.
   With dropout on, each rank draws its own masks (every rank seeds 1, so both draw the same stream, for 32 rows each)
@@ -196,27 +196,16 @@ def test_options_make_distributed_cases_only_when_asked():
 
 
 
-def torchrun_two_agents(item, folder, library):
-    """test_torchrun_two_agents's launch, a piece of work for the lane beside the tests (tests/beside.py)."""
-    from phasebench.worker import torchrun
-
-    def launch() -> dict:
-        options = item.config.phasebench.worker_options("cpu", str(folder / "progress.log"), impl="cpp-allreduce")
-        return torchrun.launch("cpp-allreduce", options | {"threads": 1}, STEPS, folder / "ranks", library,
-                               timeout_s=180, dist_timeout_s=TIMEOUT_S)
-
-    return launch
-
-
-@pytest.mark.beside.with_args(torchrun_two_agents, cost_s=8)
-def test_torchrun_two_agents(started_beside):
+def test_torchrun_two_agents(pytestconfig, cpp_library, tmp_path):
     """Two torchrun agents (--nnodes 2, c10d rendezvous, --max-restarts 0), in two network namespaces where the machine
     allows, each starting one cpp-allreduce rank: under the agent's store rank 0 is a store client too, and the C++
     library, which takes the group from c10d's registry, trains as in the suite's worlds: both ranks end with the same
     parameters."""
     from phasebench.worker import torchrun
 
-    result = started_beside.result(timeout=600)
+    options = pytestconfig.phasebench.worker_options("cpu", str(tmp_path / "progress.log"), impl="cpp-allreduce")
+    result = torchrun.launch("cpp-allreduce", options | {"threads": 1}, STEPS, tmp_path / "ranks", cpp_library,
+                             timeout_s=180, dist_timeout_s=TIMEOUT_S)
     ranks = result["ranks"]
     assert [rank["rank"] for rank in ranks] == [0, 1], result
     assert ranks[0]["params_sha256"] == ranks[1]["params_sha256"], "the ranks ended with different parameters"
@@ -253,34 +242,22 @@ def test_the_report_tables_the_data_parallel_cases_apart():
     assert titles == ["phasebench: beyond one machine on cpu"]
 
 
-def killed_rank_run(item, folder, library):
-    """test_a_killed_rank_fails_its_own_case_and_nothing_else_is_lost's child suite, a piece of work for the lane
-    beside the tests (tests/beside.py): (the run, its seconds, its folder)."""
-    from tests.test_faults import _data_options, run_suite
-
-    def run() -> tuple:
-        started = time.monotonic()
-        run = run_suite(
-            "bench/test_distributed.py", "--world-size", "2", "--impl", "python-allreduce", "--device", "cpu",
-            "-k", "test_dist_phase and (grad_sync or param_update)", "--rounds", "2", "--warmup-rounds", "0",
-            "--benchmark-json", str(folder / "results.json"), "--benchmark-autosave",
-            "--benchmark-storage", f"file://{folder / 'storage'}", "--junitxml", str(folder / "junit.xml"),
-            *_data_options(item.config), env={"PHASEBENCH_TEST_FAULT": "python-allreduce@1/grad_sync:kill"})
-        return run, time.monotonic() - started, folder
-
-    return run
-
-
-@pytest.mark.beside.with_args(killed_rank_run, cost_s=15)
-def test_a_killed_rank_fails_its_own_case_and_nothing_else_is_lost(started_beside):
+def test_a_killed_rank_fails_its_own_case_and_nothing_else_is_lost(pytestconfig, tmp_path):
     """A suite run of world size 2 where rank 1 is killed in grad_sync: that case fails at once with a message that
     names rank 1 first, the next case (param_update) passes on a fresh world, and its results are saved (json and
     autosave). One child pytest, because the fault knob acts in the workers of a real suite run, which no in-process
-    world can show; python-allreduce alone, two worlds of 2 (about 15 s here, most of it the four workers' start;
-    beside the other tests, tests/beside.py)."""
-    from tests.test_faults import _autosaved, _saved, junit_outcomes
+    world can show; python-allreduce alone, two worlds of 2 (about 15 s, most of it the four workers' start)."""
+    from tests.child_runs import _autosaved, _data_options, _saved, junit_outcomes, run_suite
 
-    run, elapsed, out = started_beside.result(timeout=600)
+    out = tmp_path
+    started = time.monotonic()
+    run = run_suite(
+        "bench/test_distributed.py", "--world-size", "2", "--impl", "python-allreduce", "--device", "cpu",
+        "-k", "test_dist_phase and (grad_sync or param_update)", "--rounds", "2", "--warmup-rounds", "0",
+        "--benchmark-json", str(out / "results.json"), "--benchmark-autosave",
+        "--benchmark-storage", f"file://{out / 'storage'}", "--junitxml", str(out / "junit.xml"),
+        *_data_options(pytestconfig), env={"PHASEBENCH_TEST_FAULT": "python-allreduce@1/grad_sync:kill"})
+    elapsed = time.monotonic() - started
     outcomes = junit_outcomes(out / "junit.xml")
     name = "test_dist_phase[{}-python-allreduce-cpu-world2]"
     verdict, message = outcomes[name.format("grad_sync")]

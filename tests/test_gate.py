@@ -38,7 +38,7 @@ def run_suite(pytestconfig, storage: Path, *options: str) -> subprocess.Complete
 def suite_run(option, storage: Path, *options: str, slow: str | None = None,
               env: dict | None = None) -> subprocess.CompletedProcess:
     """run_suite's child pytest, unchecked; option: the getoption of the run whose data it uses."""
-    from tests.test_faults import child_process
+    from tests.child_runs import child_process
 
     env = {name: value for name, value in os.environ.items() if name != knobs.SLOW_PHASE_ENV} | (env or {})
     if slow:  # the knob is the test plugin's (tests/knobs.py)
@@ -54,46 +54,31 @@ def suite_run(option, storage: Path, *options: str, slow: str | None = None,
     return result
 
 
-def gated_runs(item, folder, library):
-    """The runs the gate's tests below check, one after the other, a piece of work they share (once=True) for the
-    lane beside the tests (tests/beside.py): a baseline saved in folder (with its histogram), then, gated against
-    it, a run with python's loss slowed, one unchanged, and one in which nothing runs. {name: the run} and the
-    folder; each test checks its own run, so a Traceback fails only the tests that read that run."""
-    def run() -> dict:
-        option = item.config.getoption
-        runs = {"baseline": suite_run(option, folder, "--benchmark-save=base",
-                                      f"--benchmark-histogram={folder / 'histogram'}")}
-        if runs["baseline"].returncode == 0:
-            runs["slowed"] = suite_run(option, folder, *GATES, f"--benchmark-json={folder / 'slowed.json'}", slow=SLOW)
-            runs["unchanged"] = suite_run(option, folder, *GATES)
-            # A GPU runner that lost its GPU, with the default devices.
-            runs["nothing"] = suite_run(option, folder, *GATES, "-k", "test_phase and loss and cuda",
-                                        "--device=cpu,cuda", f"--benchmark-json={folder / 'out.json'}",
-                                        env={"CUDA_VISIBLE_DEVICES": ""})
-        return {"folder": folder, **runs}
-
-    return run
-
-
-gated = pytest.mark.beside.with_args(gated_runs, once=True, cost_s=25)
-
-
-@pytest.fixture
-def gate_run(started_beside):
-    """gate_run(name): that run of gated_runs, checked to have no Traceback, and to follow a saved baseline."""
-    runs = started_beside.result(timeout=1800)
+@pytest.fixture(scope="module")
+def gate_run(pytestconfig, tmp_path_factory):
+    """gate_run(name): that run of the runs the gate's tests below check, made once for the module, one after the
+    other: a baseline saved in a folder (with its histogram), then, gated against it, a run with python's loss
+    slowed, one unchanged, and one in which nothing runs. Each run is checked to have no Traceback and to follow a
+    saved baseline by the test that reads it, so a Traceback fails only the tests that read that run."""
+    option, folder = pytestconfig.getoption, tmp_path_factory.mktemp("gate")
+    runs = {"baseline": suite_run(option, folder, "--benchmark-save=base", f"--benchmark-histogram={folder / 'histogram'}")}
+    if runs["baseline"].returncode == 0:
+        runs["slowed"] = suite_run(option, folder, *GATES, f"--benchmark-json={folder / 'slowed.json'}", slow=SLOW)
+        runs["unchanged"] = suite_run(option, folder, *GATES)
+        # A GPU runner that lost its GPU, with the default devices.
+        runs["nothing"] = suite_run(option, folder, *GATES, "-k", "test_phase and loss and cuda", "--device=cpu,cuda",
+                                    f"--benchmark-json={folder / 'out.json'}", env={"CUDA_VISIBLE_DEVICES": ""})
 
     def get(name: str) -> subprocess.CompletedProcess:
         assert "Traceback" not in runs["baseline"].output and runs["baseline"].returncode == 0, runs["baseline"].output
         assert "Traceback" not in runs[name].output, runs[name].output
         return runs[name]
 
-    get.folder = runs["folder"]
+    get.folder = folder
     return get
 
 
 @pytest.mark.needs_data
-@gated
 def test_histogram_is_written(gate_run):
     """--benchmark-histogram works (pytest-benchmark[histogram], requirements.txt), beside the baseline's save."""
     gate_run("baseline")
@@ -102,7 +87,6 @@ def test_histogram_is_written(gate_run):
 
 
 @pytest.mark.needs_data
-@gated
 def test_slowed_phase_fails_both_gates(gate_run):
     result = gate_run("slowed")
     assert result.returncode == 1, result.output
@@ -124,7 +108,6 @@ def test_slowed_phase_fails_both_gates(gate_run):
 
 
 @pytest.mark.needs_data
-@gated
 def test_unchanged_run_passes_both_gates(gate_run):
     result = gate_run("unchanged")
     assert result.returncode == 0, result.output
@@ -143,7 +126,6 @@ def test_unchanged_run_passes_both_gates(gate_run):
 
 
 @pytest.mark.needs_data
-@gated
 def test_a_gated_run_in_which_nothing_ran_fails(gate_run):
     """A GPU runner that lost its GPU, with the default devices: every cuda case skips with its reason, and the gate
     fails instead of passing green; --benchmark-json says why it wrote nothing."""

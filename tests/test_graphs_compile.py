@@ -1,5 +1,5 @@
 """CUDA graphs and torch.compile: what each trainer refuses, with a clear message (docs/gpu.md#cuda-graphs-and-torchcompile). Their timings are test_phase's and test_training_run's cases; their training is compared
-with eager in tests/test_equivalence.py."""
+with eager in tests/equivalence/test_compiled.py."""
 
 import pytest
 

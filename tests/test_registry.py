@@ -8,6 +8,7 @@ import pytest
 from phasebench import registry
 from phasebench.spec import DEFAULT, SYNCS, Workload, parse_sizes, workloads
 from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
+from phasebench.worker.build import ROOT
 
 
 def test_every_implementation_is_complete():
@@ -23,8 +24,37 @@ def test_every_implementation_is_complete():
             assert not {"forward", "loss", "backward", "param_update", "progress_print"} & set(impl.phases), impl
         assert impl.pair in registry.BY_NAME and impl.pair != impl.name
         assert registry.language_reference(impl).language == impl.language
-    assert registry.TRAINING_PHASES == PHASE_NAMES, "the registry's phases and phasebench/train/trainer.py's PHASES"
     assert registry.DEFAULT_IMPLS == ("python", "cpp")
+
+
+def method_table_phases() -> tuple[str, ...]:
+    """The phases docs/method.md#what-is-measured describes, in its table's order (the first column, `name`)."""
+    lines = (ROOT / "docs" / "method.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| phase | timed |"))
+    rows = []
+    for line in lines[start + 2:]:  # past the header and its rule
+        if not line.startswith("|"):
+            break
+        rows.append(line.split("|")[1].strip().strip("`"))
+    return tuple(rows)
+
+
+def test_the_phases_are_those_the_python_trainer_runs_and_the_method_describes():
+    """spec.TRAINING_PHASES names every phase case; the Python trainer's phase table (phasebench/train/phases.py,
+    what a worker times by name) and the method's table of what each phase times hold the same phases, in order."""
+    from phasebench.train.phases import PHASES
+
+    assert tuple(phase.name for phase in PHASES) == PHASE_NAMES, "phasebench/train/phases.py's PHASES"
+    assert method_table_phases() == PHASE_NAMES, "docs/method.md's table of phases"
+
+
+def test_the_cpp_library_reports_the_phases_the_cases_name(worker_for):
+    """The phases a C++ worker reports when it starts: the library's own list (pb_phase_names, cpp/src/phases.cpp).
+    Its training phases are the cases' (spec.TRAINING_PHASES), in order; the others it lists are one-shot phases
+    (graph_capture, which only a step "graphs" session runs)."""
+    reported = worker_for("cpp", "cpu").info["phases"]
+    assert tuple(name for name in reported if name not in registry.ONE_SHOT_PHASES) == PHASE_NAMES, reported
+    assert set(reported) - set(PHASE_NAMES) <= set(registry.ONE_SHOT_PHASES), reported
 
 
 def test_data_parallel_implementations_have_cases_only_in_data_parallel_tests():

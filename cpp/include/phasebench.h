@@ -1,9 +1,9 @@
 /* phasebench.h: the C ABI of the C++ MNIST trainer (cpp/src/; its functions are defined in cpp/src/c_api.cpp).
  * Test-only entry points live in phasebench_testing.h, outside this production ABI.
  *
- * Every function returns PB_OK or PB_ERROR. On PB_ERROR, pb_last_error() holds a
- * message for this thread; the Python side raises it verbatim. No C++ exception
- * crosses this boundary, and a null, unknown or destroyed handle is an error, not a crash. */
+ * Every function returns PB_OK or PB_ERROR, but pb_last_error, which returns the message: on PB_ERROR it holds one
+ * for this thread, which the Python side raises verbatim. No C++ exception crosses this boundary, and a null, unknown
+ * or destroyed handle is an error, not a crash. */
 #ifndef PHASEBENCH_H
 #define PHASEBENCH_H
 
@@ -19,11 +19,11 @@ extern "C" {
 #define PB_ERROR 1
 /* Bumped whenever a struct or a signature below changes: phasebench/worker/cpp_lib.py refuses a library whose
  * pb_abi_version() differs (or that lacks it), instead of misreading memory. */
-#define PB_ABI_VERSION 6
+#define PB_ABI_VERSION 7
 
-/* Opaque: one model, optimizer and data loader. A handle is a token (a slot and a generation),
- * never an address to dereference; a destroyed session's token stays refused. */
-typedef struct pb_session pb_session;
+/* A session: one model, optimizer and data loader. Its handle is a token (a slot and a generation), never an
+ * address; 0 is no session, and a destroyed session's token stays refused. */
+typedef uint64_t pb_session;
 
 typedef struct {
     int64_t struct_size;    /* sizeof(pb_options) as the caller knows it; pb_create refuses another size */
@@ -73,78 +73,90 @@ int pb_abi_version(int32_t* version);
 
 /* The library copies what it needs of the options' strings: the caller may free or change them once pb_create
  * has returned. */
-int pb_create(const pb_options* options, pb_session** out);
+int pb_create(const pb_options* options, pb_session* out);
 /* Refused ("session busy") while another thread's call is using the session; no call ever holds the library's
  * lock for its whole length, so calls on different sessions never wait for one another. */
-int pb_destroy(pb_session* session);
+int pb_destroy(pb_session session);
 
 /* Comma-separated training phase names, in order, as this library implements them. */
-int pb_phase_names(pb_session* session, char* buffer, int64_t capacity);
+int pb_phase_names(pb_session session, char* buffer, int64_t capacity);
 
 /* Comma-separated names of pb_train's totals, in the order it fills phase_ns: pb_phase_names' names, except
  * that step_in_run (a step replayed whole and its log line, inside the run) stands where train_step (which
  * also loads and copies its batch) stands there. */
-int pb_run_phase_names(pb_session* session, char* buffer, int64_t capacity);
+int pb_run_phase_names(pb_session session, char* buffer, int64_t capacity);
 
 /* The intra-op thread count in effect (at::get_num_threads), to check it matches Python's. */
-int pb_threads(pb_session* session, int32_t* threads);
+int pb_threads(pb_session session, int32_t* threads);
 
 /* Release what earlier rounds left, prepare the phase untimed, then time its body: synchronize,
  * clock, body, synchronize, clock. Also "loss_item" and "noop", which are not training phases.
  * "graph_capture" (step "graphs") runs once per session: a second request is an error; a phase that
  * steps before it runs its warm-up steps and the capture first, untimed. */
-int pb_run_phase(pb_session* session, const char* phase, int64_t* duration_ns, pb_result* result);
+int pb_run_phase(pb_session session, const char* phase, int64_t* duration_ns, pb_result* result);
 
 /* The median time of the empty phase in this session: what the clock itself costs. */
-int pb_timer_floor(pb_session* session, int64_t* duration_ns);
+int pb_timer_floor(pb_session session, int64_t* duration_ns);
 
 /* Parameters as one flat float32 buffer, in named_parameters() order. */
-int pb_param_count(pb_session* session, int64_t* count);
-int pb_param_layout(pb_session* session, char* buffer, int64_t capacity); /* "name d0xd1...;" */
-int pb_get_params(pb_session* session, float* values, int64_t count);
-int pb_set_params(pb_session* session, const float* values, int64_t count);
+int pb_param_count(pb_session session, int64_t* count);
+int pb_param_layout(pb_session session, char* buffer, int64_t capacity); /* "name d0xd1...;" */
+int pb_get_params(pb_session session, float* values, int64_t count);
+int pb_set_params(pb_session session, const float* values, int64_t count);
 
 /* Batch `index` of an epoch from a fresh loader: up to `capacity` images (28*28 floats each). */
-int pb_epoch_batches(pb_session* session, int64_t* count);
-int pb_get_batch(pb_session* session, int64_t index, float* images, int64_t* labels,
+int pb_epoch_batches(pb_session session, int64_t* count);
+int pb_get_batch(pb_session session, int64_t index, float* images, int64_t* labels,
                  int64_t capacity, int64_t* batch_size);
 
 /* `steps` training steps from the session's loader; losses[i] is step i's loss. */
-int pb_train_steps(pb_session* session, int64_t steps, double* losses);
+int pb_train_steps(pb_session session, int64_t steps, double* losses);
 
 /* Accuracy (percent) and mean loss on the test split. */
-int pb_evaluate(pb_session* session, double* accuracy, double* mean_loss);
+int pb_evaluate(pb_session session, double* accuracy, double* mean_loss);
 
-/* The published run: optimizer init, then `epochs` epochs. With synchronize != 0 each phase
- * is timed as in pb_run_phase, phase_ns[i] totals name i of pb_run_phase_names (step_in_run
- * stays 0 unless the step is one graph) and cpu_ns the process CPU time across the timed bodies; with 0 no phase is timed
- * and only the whole loop is, and graph_capture (timed once, outside any step, either way). Where the step
- * is one graph, step_in_run times it whole, with its log line, and forward, loss, backward, param_update and
- * progress_print stay 0. With max_steps above 0 the run stops after that many steps (a check, not the published run). */
-int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t max_steps, int64_t* phase_ns,
-             int64_t phase_capacity, int64_t* steps, int64_t* loop_ns, int64_t* cpu_ns);
+typedef struct {
+    int64_t struct_size;  /* sizeof(pb_train_options) as the caller knows it; pb_train refuses another size */
+    int32_t epochs;
+    int32_t synchronize;  /* 0: only the whole loop is timed (and a one-shot phase) */
+    int64_t max_steps;    /* above 0: stop after that many steps (a check, not the published run) */
+} pb_train_options;
+
+typedef struct {
+    int64_t steps;    /* the steps trained */
+    int64_t loop_ns;  /* the whole loop: optimizer init and every epoch */
+    int64_t cpu_ns;   /* the process CPU time across the timed bodies */
+} pb_train_totals;
+
+/* The published run: optimizer init, then `epochs` epochs. With synchronize != 0 each phase is timed as in
+ * pb_run_phase and phase_ns[i] totals name i of pb_run_phase_names (step_in_run stays 0 unless the step is one
+ * graph); with 0 no phase is timed and only the whole loop is, and graph_capture (timed once, outside any step,
+ * either way). Where the step is one graph, step_in_run times it whole, with its log line, and forward, loss,
+ * backward, param_update and progress_print stay 0. phase_capacity: phase_ns's length, at least the names'. */
+int pb_train(pb_session session, const pb_train_options* options, int64_t* phase_ns, int64_t phase_capacity,
+             pb_train_totals* totals);
 
 /* Ensembles (docs/gpu.md#concurrent-jobs-and-ensembles): `models` (1 to 4096) independent Nets, member k
  * (from 1) built right after torch::manual_seed(k), each with its own SGD, trained one after another on the
  * same batches. It replaces the session's last ensemble and reseeds the generator; the session's own model
  * is left as it is. */
-int pb_ensemble_create(pb_session* session, int64_t models);
+int pb_ensemble_create(pb_session session, int64_t models);
 
 /* One step of every member on the session's next batch: the batch is loaded and copied to the device
  * untimed, then the members' forward, loss, backward and update are timed as pb_run_phase times a phase
  * (cpu_ns and thread_cpu_ns as in pb_result). losses[k] is member k's loss; capacity >= the member count. */
-int pb_ensemble_step(pb_session* session, int64_t* duration_ns, int64_t* cpu_ns, int64_t* thread_cpu_ns,
+int pb_ensemble_step(pb_session session, int64_t* duration_ns, int64_t* cpu_ns, int64_t* thread_cpu_ns,
                      double* losses, int64_t capacity);
 
 /* Member `member`'s (from 0) parameters, as pb_get_params gives the session model's. */
-int pb_ensemble_get_params(pb_session* session, int64_t member, float* values, int64_t count);
+int pb_ensemble_get_params(pb_session session, int64_t member, float* values, int64_t count);
 
 /* Frees the ensemble; none is not an error. */
-int pb_ensemble_destroy(pb_session* session);
+int pb_ensemble_destroy(pb_session session);
 
 /* Peak bytes allocated on the session's device since its last pb_train began (LibTorch's caching
  * allocator); -1 on cpu. */
-int pb_peak_device_memory(pb_session* session, int64_t* bytes);
+int pb_peak_device_memory(pb_session session, int64_t* bytes);
 
 /* Data parallel (docs/distributed.md): the session joins the c10d process group registered under group_name (the
  * worker made it through torch.distributed, which registers it in c10d's group registry). From then on its
@@ -152,11 +164,11 @@ int pb_peak_device_memory(pb_session* session, int64_t* bytes);
  * batch and the epoch's last batch), every step all-reduces each gradient after backward and divides it by the
  * world size (pytorch/examples' dist-mnist.cpp), the phase "grad_sync" times that alone, and every phase's clock
  * starts just after a barrier. A collective that a dead or hung peer never joins fails after the group's timeout. */
-int pb_dist_attach(pb_session* session, const char* group_name);
+int pb_dist_attach(pb_session session, const char* group_name);
 
 /* `steps` training steps as the phase train_step runs them (loading and copying the shard, the step, its log line
  * when due), each timed alone: step_ns[i] is step i's time. */
-int pb_dist_steps(pb_session* session, int64_t steps, int64_t* step_ns);
+int pb_dist_steps(pb_session session, int64_t steps, int64_t* step_ns);
 
 #pragma GCC visibility pop
 

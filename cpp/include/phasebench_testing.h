@@ -17,12 +17,22 @@ extern "C" {
  * inside its timed body or, with fraction above 0, that fraction of the time its body just took, round by round;
  * in pb_train the total of that name too (train_step's is step_in_run's). A name that is no phase slows nothing.
  * The library copies the string. A later call replaces the knob; neither ns nor fraction may be negative. */
-int pb_testing_slow_phase(pb_session* session, const char* phase, int64_t ns, double fraction);
+int pb_testing_slow_phase(pb_session session, const char* phase, int64_t ns, double fraction);
 
 /* The same knob as deterministic work: from this call on, `phase` runs `iterations` iterations of a fixed loop after
  * its body, reading no clock, so that it adds the same instructions each round (the instruction-count gate's
  * injected regression, docs/instruction-counts.md). A later call of either replaces the knob. */
-int pb_testing_slow_work(pb_session* session, const char* phase, int64_t iterations);
+int pb_testing_slow_work(pb_session session, const char* phase, int64_t iterations);
+
+/* A deterministic hold, for tests of a call in flight: from this call on, `phase` (in pb_train too, as the slow
+ * knob names it) waits at the start of its body until pb_testing_release_hold. It replaces the knob, as the calls
+ * above do. */
+int pb_testing_hold_phase(pb_session session, const char* phase);
+/* Waits up to timeout_ms for a held body to be waiting; *waiting is 1 when one is (a call on this session is then
+ * inside the library), else 0. May be called while another thread's call runs on the session. */
+int pb_testing_await_hold(pb_session session, int64_t timeout_ms, int32_t* waiting);
+/* Lets the held body, and every later round of that phase, run. */
+int pb_testing_release_hold(pb_session session);
 
 #pragma GCC visibility pop
 

@@ -20,8 +20,8 @@ std::vector<torch::Tensor> checked_params(std::vector<torch::Tensor> params, con
   return params;
 }
 
-std::vector<torch::Tensor> params_for(pb_session* session, const float* values, int64_t count) {
-  return checked_params(session_of(session)->trainer.parameters(), values, count);
+std::vector<torch::Tensor> params_for(pb_session session, const float* values, int64_t count) {
+  return checked_params(session_of(session)->trainer.model().parameters(), values, count);
 }
 
 void copy_params_out(const std::vector<torch::Tensor>& params, float* values) {
@@ -52,7 +52,7 @@ int pb_abi_version(int32_t* version) {
   });
 }
 
-int pb_create(const pb_options* options, pb_session** out) {
+int pb_create(const pb_options* options, pb_session* out) {
   return guarded([&] {
     require(options, "options");
     require(out, "output handle");
@@ -61,25 +61,25 @@ int pb_create(const pb_options* options, pb_session** out) {
                                   " bytes, this library's has " + std::to_string(sizeof(pb_options)) +
                                   ": the bindings and the library come from different sources");
     require(options->data_root, "data_root");
-    *out = nullptr;
-    *out = add_session(std::shared_ptr<pb_session>(new pb_session{Trainer(*options)}));
+    *out = 0;
+    *out = add_session(std::shared_ptr<Session>(new Session{Trainer(*options)}));
   });
 }
 
 // Refused ("session busy") while another call is using the session.
-int pb_destroy(pb_session* session) {
+int pb_destroy(pb_session session) {
   return guarded([&] { remove_session(session); });
 }
 
-int pb_phase_names(pb_session* session, char* buffer, int64_t capacity) {
+int pb_phase_names(pb_session session, char* buffer, int64_t capacity) {
   return guarded([&] { copy_out(joined(session_of(session)->trainer.phase_names()), buffer, capacity); });
 }
 
-int pb_run_phase_names(pb_session* session, char* buffer, int64_t capacity) {
+int pb_run_phase_names(pb_session session, char* buffer, int64_t capacity) {
   return guarded([&] { copy_out(joined(session_of(session)->trainer.run_phase_names()), buffer, capacity); });
 }
 
-int pb_threads(pb_session* session, int32_t* threads) {
+int pb_threads(pb_session session, int32_t* threads) {
   return guarded([&] {
     session_of(session);
     require(threads, "thread count output");
@@ -87,7 +87,7 @@ int pb_threads(pb_session* session, int32_t* threads) {
   });
 }
 
-int pb_run_phase(pb_session* session, const char* phase, int64_t* duration_ns, pb_result* result) {
+int pb_run_phase(pb_session session, const char* phase, int64_t* duration_ns, pb_result* result) {
   return guarded([&] {
     const auto held = session_of(session);
     auto& trainer = held->trainer;
@@ -97,7 +97,7 @@ int pb_run_phase(pb_session* session, const char* phase, int64_t* duration_ns, p
   });
 }
 
-int pb_timer_floor(pb_session* session, int64_t* duration_ns) {
+int pb_timer_floor(pb_session session, int64_t* duration_ns) {
   return guarded([&] {
     const auto held = session_of(session);
     auto& trainer = held->trainer;
@@ -106,25 +106,25 @@ int pb_timer_floor(pb_session* session, int64_t* duration_ns) {
   });
 }
 
-int pb_param_count(pb_session* session, int64_t* count) {
+int pb_param_count(pb_session session, int64_t* count) {
   return guarded([&] {
     const auto held = session_of(session);
     auto& trainer = held->trainer;
     require(count, "count output");
     *count = 0;
-    for (const auto& p : trainer.parameters()) *count += p.numel();
+    for (const auto& p : trainer.model().parameters()) *count += p.numel();
   });
 }
 
-int pb_param_layout(pb_session* session, char* buffer, int64_t capacity) {
-  return guarded([&] { copy_out(session_of(session)->trainer.layout(), buffer, capacity); });
+int pb_param_layout(pb_session session, char* buffer, int64_t capacity) {
+  return guarded([&] { copy_out(session_of(session)->trainer.model().layout(), buffer, capacity); });
 }
 
-int pb_get_params(pb_session* session, float* values, int64_t count) {
+int pb_get_params(pb_session session, float* values, int64_t count) {
   return guarded([&] { copy_params_out(params_for(session, values, count), values); });
 }
 
-int pb_set_params(pb_session* session, const float* values, int64_t count) {
+int pb_set_params(pb_session session, const float* values, int64_t count) {
   return guarded([&] {
     torch::NoGradGuard no_grad;
     int64_t offset = 0;
@@ -136,7 +136,7 @@ int pb_set_params(pb_session* session, const float* values, int64_t count) {
   });
 }
 
-int pb_epoch_batches(pb_session* session, int64_t* count) {
+int pb_epoch_batches(pb_session session, int64_t* count) {
   return guarded([&] {
     const auto held = session_of(session);
     auto& trainer = held->trainer;
@@ -145,7 +145,7 @@ int pb_epoch_batches(pb_session* session, int64_t* count) {
   });
 }
 
-int pb_get_batch(pb_session* session, int64_t index, float* images, int64_t* labels, int64_t capacity,
+int pb_get_batch(pb_session session, int64_t index, float* images, int64_t* labels, int64_t capacity,
                  int64_t* batch_size) {
   return guarded([&] {
     const auto held = session_of(session);
@@ -165,7 +165,7 @@ int pb_get_batch(pb_session* session, int64_t index, float* images, int64_t* lab
   });
 }
 
-int pb_train_steps(pb_session* session, int64_t steps, double* losses) {
+int pb_train_steps(pb_session session, int64_t steps, double* losses) {
   return guarded([&] {
     const auto held = session_of(session);
     auto& trainer = held->trainer;
@@ -177,7 +177,7 @@ int pb_train_steps(pb_session* session, int64_t steps, double* losses) {
   });
 }
 
-int pb_evaluate(pb_session* session, double* accuracy, double* mean_loss) {
+int pb_evaluate(pb_session session, double* accuracy, double* mean_loss) {
   return guarded([&] {
     const auto held = session_of(session);
     auto& trainer = held->trainer;
@@ -187,7 +187,7 @@ int pb_evaluate(pb_session* session, double* accuracy, double* mean_loss) {
   });
 }
 
-int pb_peak_device_memory(pb_session* session, int64_t* bytes) {
+int pb_peak_device_memory(pb_session session, int64_t* bytes) {
   return guarded([&] {
     const auto held = session_of(session);
     auto& trainer = held->trainer;
@@ -196,11 +196,11 @@ int pb_peak_device_memory(pb_session* session, int64_t* bytes) {
   });
 }
 
-int pb_ensemble_create(pb_session* session, int64_t models) {
+int pb_ensemble_create(pb_session session, int64_t models) {
   return guarded([&] { session_of(session)->trainer.start_ensemble(models); });
 }
 
-int pb_ensemble_step(pb_session* session, int64_t* duration_ns, int64_t* cpu_ns, int64_t* thread_cpu_ns,
+int pb_ensemble_step(pb_session session, int64_t* duration_ns, int64_t* cpu_ns, int64_t* thread_cpu_ns,
                      double* losses, int64_t capacity) {
   return guarded([&] {
     const auto held = session_of(session);
@@ -221,37 +221,39 @@ int pb_ensemble_step(pb_session* session, int64_t* duration_ns, int64_t* cpu_ns,
   });
 }
 
-int pb_ensemble_get_params(pb_session* session, int64_t member, float* values, int64_t count) {
+int pb_ensemble_get_params(pb_session session, int64_t member, float* values, int64_t count) {
   return guarded([&] {
     copy_params_out(checked_params(session_of(session)->trainer.ensemble_parameters(member), values, count), values);
   });
 }
 
-int pb_ensemble_destroy(pb_session* session) {
+int pb_ensemble_destroy(pb_session session) {
   return guarded([&] { session_of(session)->trainer.stop_ensemble(); });
 }
 
-int pb_train(pb_session* session, int32_t epochs, int32_t synchronize, int64_t max_steps, int64_t* phase_ns,
-             int64_t phase_capacity, int64_t* steps, int64_t* loop_ns, int64_t* cpu_ns) {
+int pb_train(pb_session session, const pb_train_options* options, int64_t* phase_ns, int64_t phase_capacity,
+             pb_train_totals* totals) {
   return guarded([&] {
     const auto held = session_of(session);
     auto& trainer = held->trainer;
+    require(options, "run options");
     require(phase_ns, "phase time buffer");
-    require(steps, "step count output");
-    require(loop_ns, "loop time output");
-    require(cpu_ns, "CPU time output");
+    require(totals, "totals output");
+    if (options->struct_size != static_cast<int64_t>(sizeof(pb_train_options)))
+      throw std::invalid_argument("pb_train_options of " + std::to_string(options->struct_size) +
+                                  " bytes, this library's has " + std::to_string(sizeof(pb_train_options)) +
+                                  ": the bindings and the library come from different sources");
     const auto n = static_cast<int64_t>(trainer.run_phase_names().size());
     if (phase_capacity < n)
       throw std::length_error("phase time buffer of " + std::to_string(phase_capacity) + ", " +
                               std::to_string(n) + " needed");
-    std::vector<int64_t> totals(n, 0);  // by pb_run_phase_names
-    *steps = *cpu_ns = 0;
-    *loop_ns = trainer.train(epochs, synchronize != 0, max_steps, totals, *steps, *cpu_ns);
-    std::copy(totals.begin(), totals.end(), phase_ns);
+    const RunTotals run = trainer.train({options->epochs, options->synchronize != 0, options->max_steps});
+    std::copy(run.phase_ns.begin(), run.phase_ns.end(), phase_ns);
+    *totals = {run.steps, run.loop_ns, run.cpu_ns};
   });
 }
 
-int pb_dist_attach(pb_session* session, const char* group_name) {
+int pb_dist_attach(pb_session session, const char* group_name) {
   return guarded([&] {
     const auto held = session_of(session);
     require(group_name, "group name");
@@ -259,7 +261,7 @@ int pb_dist_attach(pb_session* session, const char* group_name) {
   });
 }
 
-int pb_dist_steps(pb_session* session, int64_t steps, int64_t* step_ns) {
+int pb_dist_steps(pb_session session, int64_t steps, int64_t* step_ns) {
   return guarded([&] {
     const auto held = session_of(session);
     require(step_ns, "step time buffer");

@@ -1,4 +1,4 @@
-// c_api.h: what the C ABI's definitions share (c_api.cpp, testing.cpp): the session behind a handle, and the
+// c_api.h: what the C ABI's definitions share (c_api.cpp, testing.cpp, count.cpp): the session behind a handle, and the
 // exception wall. Every extern "C" function runs its body inside guarded(), so that no C++ exception crosses
 // the ABI, and takes its session through session_of(), so that a bad handle is an error, not a crash.
 #pragma once
@@ -12,11 +12,12 @@
 #include <stdexcept>
 #include <string>
 
-struct pb_session {
-  phasebench::Trainer trainer;
-};
-
 namespace phasebench {
+
+// What a handle names: one trainer.
+struct Session {
+  Trainer trainer;
+};
 
 // This thread's last error message, which pb_last_error returns.
 std::string& last_error();
@@ -38,9 +39,9 @@ int guarded(F&& f) noexcept {
 }
 
 // sessions.cpp: a new session's handle; the session a handle names, held for one call; pb_destroy's removal.
-pb_session* add_session(std::shared_ptr<pb_session> session);
-std::shared_ptr<pb_session> session_of(pb_session* handle);
-void remove_session(pb_session* handle);
+pb_session add_session(std::shared_ptr<Session> session);
+std::shared_ptr<Session> session_of(pb_session handle);
+void remove_session(pb_session handle);
 
 template <class T>
 void require(T* pointer, const char* name) {

@@ -1,12 +1,13 @@
 // clock.cpp: the clock around a phase's body (docs/method.md#what-is-measured), the synchronization it needs on
 // cuda, the page faults read just outside it, and (the testing build only) the slow knob that spins inside it.
-#include "trainer.h"
+#include "clock.h"
 
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 namespace phasebench {
 
@@ -83,6 +84,12 @@ void added_work(int64_t iterations) {
 }
 
 std::function<void()> SlowKnob::slowed(std::function<void()> body) const {
+  if (hold) {
+    return [body = std::move(body), hold = hold] {
+      hold->wait_for_release();
+      body();
+    };
+  }
   if (work > 0) {
     return [body = std::move(body), work = work] {
       body();

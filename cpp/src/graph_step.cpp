@@ -56,38 +56,38 @@ class GraphStep : public Step {
   // nothing: the model does not train here.
   void run_one_shot(Trainer& trainer) override {
     const auto& device = trainer.device();
-    auto& optimizer = trainer.optimizer();
+    auto& model = trainer.model();
     for (const int64_t rows : trainer.batch_shapes()) {
       CapturedStep captured;
       captured.data = torch::zeros({rows, 1, kImageSide, kImageSide}, torch::TensorOptions(device));
       captured.target = torch::zeros({rows}, torch::TensorOptions(device).dtype(torch::kInt64));
       captured.graph = std::make_unique<at::cuda::CUDAGraph>();
-      optimizer.zero_grad();  // set_to_none: the capture allocates this graph's own gradients
+      model.zero_grad();  // set_to_none: the capture allocates this graph's own gradients
       sync(device);
       on_side_stream(device, [&] {
         captured.graph->capture_begin();  // a private memory pool: the graphs replay in no fixed order
-        captured.output = trainer.model().forward(captured.data);
+        captured.output = model.forward(captured.data);
         captured.loss = torch::nll_loss(captured.output, captured.target);
         captured.loss.backward();
-        optimizer.step();
+        model.optimizer().step();
         captured.graph->capture_end();
       });
       sync(device);
       graphs_.emplace(rows, std::move(captured));
     }
-    optimizer.zero_grad();
+    model.zero_grad();
     full_rows_ = trainer.batch_shapes().front();
   }
   torch::Tensor one_shot_output() const override { return graphs_.at(full_rows_).output; }
 
   // Once captured, into the static buffers of the graph of this batch's shape.
-  void copy_in(const Batch& host, const torch::Device& device, torch::Tensor& data, torch::Tensor& target) override {
-    if (graphs_.empty()) return Step::copy_in(host, device, data, target);
+  void copy_in(const Batch& host, const torch::Device& device, StepTensors& step) override {
+    if (graphs_.empty()) return Step::copy_in(host, device, step);
     auto& captured = graphs_.at(host.data.size(0));
     captured.data.copy_(host.data);
     captured.target.copy_(host.target);
-    data = captured.data;
-    target = captured.target;
+    step.data = captured.data;
+    step.target = captured.target;
   }
 
   // A replay once the graphs are captured; before that, a warm-up step on a side stream. A full
@@ -95,7 +95,7 @@ class GraphStep : public Step {
   // stronger, and it runs only in the few warm-up steps.
   void run(Trainer& trainer) override {
     if (!graphs_.empty()) {
-      auto& captured = graphs_.at(trainer.data().size(0));
+      auto& captured = graphs_.at(trainer.tensors().data.size(0));
       captured.graph->replay();
       trainer.stepped(captured.output, captured.loss);
       return;

@@ -1,7 +1,7 @@
 // idx.cpp: the MNIST IDX files, checked before LibTorch reads them. LibTorch's MNIST reader checks magic
 // numbers and sizes but silently accepts a truncated image file, and it allocates before it looks: check each
 // file's header against its size. Same checks, order and messages as phasebench/data.py's check_split.
-#include "trainer.h"
+#include "data.h"
 
 #include <algorithm>
 #include <cerrno>

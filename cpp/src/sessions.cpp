@@ -1,4 +1,4 @@
-// sessions.cpp: the live sessions behind the C ABI's handles. A handle is a token, never a pointer:
+// sessions.cpp: the live sessions behind the C ABI's handles. A handle is a 64-bit token, never an address:
 // (generation << 32) | (slot << 1) | 1. Every pb_create takes a new generation, so the handle of a destroyed
 // session is refused even when a newer session lives in its slot (a freed address, by contrast, is soon handed
 // out again). A call holds its session by reference count, never the lock: calls on different sessions never
@@ -14,7 +14,7 @@ namespace phasebench {
 namespace {
 
 struct Slot {
-  std::shared_ptr<pb_session> session;  // shared with the calls using it (session_of)
+  std::shared_ptr<Session> session;  // shared with the calls using it (session_of)
   uint32_t generation = 0;
 };
 std::mutex live_mutex;
@@ -23,14 +23,13 @@ uint32_t last_generation = 0;
 
 constexpr uint64_t kSlotLimit = uint64_t(1) << 31;
 
-pb_session* handle_of(size_t slot, uint32_t generation) {
-  return reinterpret_cast<pb_session*>((uint64_t(generation) << 32) | (uint64_t(slot) << 1) | 1);
+pb_session handle_of(size_t slot, uint32_t generation) {
+  return (uint64_t(generation) << 32) | (uint64_t(slot) << 1) | 1;
 }
 
 // The slot a handle names, or throws; call with live_mutex held.
-Slot& slot_of(const pb_session* handle) {
-  if (!handle) throw std::invalid_argument("null session handle");
-  const auto token = reinterpret_cast<uint64_t>(handle);
+Slot& slot_of(pb_session token) {
+  if (!token) throw std::invalid_argument("null session handle");
   const uint64_t slot = (token & 0xFFFFFFFFu) >> 1;
   if (!(token & 1) || slot >= live_sessions.size() || !live_sessions[slot].session ||
       live_sessions[slot].generation != token >> 32)
@@ -45,7 +44,7 @@ std::string& last_error() {
   return message;
 }
 
-pb_session* add_session(std::shared_ptr<pb_session> session) {
+pb_session add_session(std::shared_ptr<Session> session) {
   std::lock_guard<std::mutex> lock(live_mutex);
   auto slot = std::find_if(live_sessions.begin(), live_sessions.end(), [](const Slot& s) { return !s.session; });
   if (slot == live_sessions.end()) {
@@ -58,13 +57,13 @@ pb_session* add_session(std::shared_ptr<pb_session> session) {
 }
 
 // Taken under the lock, which is released before the call does its work.
-std::shared_ptr<pb_session> session_of(pb_session* handle) {
+std::shared_ptr<Session> session_of(pb_session handle) {
   std::lock_guard<std::mutex> lock(live_mutex);
   return slot_of(handle).session;
 }
 
-void remove_session(pb_session* handle) {
-  std::shared_ptr<pb_session> destroyed;  // freed last, after the lock is released
+void remove_session(pb_session handle) {
+  std::shared_ptr<Session> destroyed;  // freed last, after the lock is released
   std::lock_guard<std::mutex> lock(live_mutex);
   auto& slot = slot_of(handle);
   // Every other reference is a call's, taken under this lock: none can start while it is held.

@@ -1,7 +1,8 @@
 // sources.cpp: where the trainer's batches come from (docs/implementations.md#implementations-and-workloads).
-#include "trainer.h"
+#include "data.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 namespace phasebench {
@@ -71,6 +72,11 @@ class SplitSource : public BatchSource {
 };
 
 }  // namespace
+
+void check_loader(const std::string& kind) {
+  if (kind != "published" && kind != "batched")
+    throw std::invalid_argument("unknown loader '" + kind + "': published or batched");
+}
 
 std::unique_ptr<BatchSource> make_source(const std::string& kind, const torch::data::datasets::MNIST& mnist,
                                          int64_t batch_size, const torch::Device& device, int64_t rank,

@@ -7,17 +7,19 @@
 
 namespace phasebench {
 
-void Step::copy_in(const Batch& host, const torch::Device& device, torch::Tensor& data, torch::Tensor& target) {
-  data = host.data.to(device);
-  target = host.target.to(device);
+void Step::copy_in(const Batch& host, const torch::Device& device, StepTensors& step) {
+  step.data = host.data.to(device);
+  step.target = host.target.to(device);
 }
 
 void eager_step(Trainer& trainer) {
-  trainer.forward();
-  trainer.compute_loss();
-  trainer.backward();
-  if (trainer.distributed()) trainer.grad_sync();  // data parallel: dist-mnist.cpp's all-reduce after backward
-  trainer.update();
+  auto& model = trainer.model();
+  auto& step = trainer.tensors();
+  step.forward(model);
+  step.compute_loss();
+  step.backward();
+  if (auto* group = trainer.group()) group->average_gradients(model);  // data parallel: dist-mnist.cpp's all-reduce
+  model.update();
 }
 
 namespace {
@@ -32,8 +34,7 @@ class EagerStep : public Step {
 
 }  // namespace
 
-std::unique_ptr<Step> make_step(const char* kind, const torch::Device& device) {
-  const std::string name = kind ? kind : "eager";
+std::unique_ptr<Step> make_step(const std::string& name, const torch::Device& device) {
   if (name == "compile" || name == "compile-cudagraphs")
     throw std::invalid_argument("step '" + name + "' is torch.compile, which LibTorch does not have");
   if (name == "eager") return std::make_unique<EagerStep>();

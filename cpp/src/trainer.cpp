@@ -1,47 +1,65 @@
-// trainer.cpp: the trainer's state and what every phase shares: its creation from pb_options, run_phase's
-// prepare-release-time round, the batch and the model. Its phases are in phases.cpp, its training run in run.cpp.
+// trainer.cpp: the trainer's creation from pb_options, run_phase's prepare-release-time round, and the batch.
+// Its phases are in phases.cpp, its training run in run.cpp.
 #include "trainer.h"
 
 #include <c10/core/CachingDeviceAllocator.h>
 #include <torch/cuda.h>
 
 #include <algorithm>
-#include <sstream>
 #include <stdexcept>
 
 namespace phasebench {
 
+namespace {
+
+torch::Device checked_device(const char* name) {
+  torch::Device device(name ? name : "cpu");
+  if (device.is_cuda() && !torch::cuda::is_available())
+    throw std::runtime_error("device " + device.str() + " requested but CUDA is not available");
+  if (device.is_cuda() && !device.has_index()) device = torch::Device(torch::kCUDA, 0);
+  return device;
+}
+
+}  // namespace
+
+Settings::Settings(const pb_options& options)
+    : data_root(options.data_root ? options.data_root : ""),
+      device(checked_device(options.device)),
+      log_path(options.log_path ? options.log_path : ""),
+      threads(options.threads),
+      seed(options.seed),
+      dropout(options.dropout),
+      width(options.width),
+      batch_size(options.batch_size),
+      loader(options.loader ? options.loader : "published"),
+      step(options.step ? options.step : "eager") {
+  if (width < 1 || batch_size < 1)
+    throw std::invalid_argument("width and batch size must be at least 1, got " + std::to_string(width) + " and " +
+                                std::to_string(batch_size));
+  check_loader(loader);
+}
+
+// The settings are checked and the step made before either split is read.
 Trainer::Trainer(const pb_options& options)
-    : dropout_(options.dropout),
-      device_(options.device ? options.device : "cpu"),
-      width_(options.width),
-      batch_size_(options.batch_size),
-      loader_kind_(options.loader ? options.loader : "published"),
-      mnist_(load_mnist(options.data_root ? options.data_root : "", /*train=*/true)),
+    : settings_(options),
+      step_(make_step(settings_.step, settings_.device)),
+      mnist_(load_mnist(settings_.data_root, /*train=*/true)),
       // Both splits before training, as the published program opens them. It also sets glibc's heap
       // behaviour for the whole run: freeing the test images' 7.8 MB read buffer (an mmap'd block under
       // 32 MiB) raises malloc's mmap threshold to it and its trim threshold to twice that, so a step's
       // few MB are reused from the heap; without it every step's frees trim the heap and the next step
       // faults its pages back in (docs/page-faults.md).
-      test_(load_mnist(options.data_root ? options.data_root : "", /*train=*/false)) {
-  step_ = make_step(options.step, device_);
-  if (width_ < 1 || batch_size_ < 1)
-    throw std::invalid_argument("width and batch size must be at least 1, got " + std::to_string(width_) +
-                                " and " + std::to_string(batch_size_));
-  if (device_.is_cuda() && !torch::cuda::is_available())
-    throw std::runtime_error("device " + device_.str() + " requested but CUDA is not available");
-  if (device_.is_cuda() && !device_.has_index()) device_ = torch::Device(torch::kCUDA, 0);
-  source_ = make_source(loader_kind_, mnist_, batch_size_, device_);
-  if (options.threads > 0) torch::set_num_threads(options.threads);
-  torch::manual_seed(options.seed);
-  if (options.log_path) {
-    log_ = std::fopen(options.log_path, "w");
-    if (!log_) throw std::runtime_error(std::string(options.log_path) + ": cannot open log file");
+      test_(load_mnist(settings_.data_root, /*train=*/false)),
+      dataset_size_(mnist_.size().value()),
+      source_(make_source(settings_.loader, mnist_, settings_.batch_size, device())) {
+  if (settings_.threads > 0) torch::set_num_threads(settings_.threads);
+  torch::manual_seed(settings_.seed);
+  if (!settings_.log_path.empty()) {
+    log_ = std::fopen(settings_.log_path.c_str(), "w");
+    if (!log_) throw std::runtime_error(settings_.log_path + ": cannot open log file");
   }
-  dataset_size_ = mnist_.size().value();
-  build_model();
+  model_.emplace(settings_.dropout, settings_.width, device());
   phases_ = make_phases();
-  // The caller's strings are its own after pb_create returns: what is needed later was copied above.
 }
 
 Trainer::~Trainer() {
@@ -52,7 +70,7 @@ Trainer::~Trainer() {
 std::vector<std::string> Trainer::phase_names() const {
   std::vector<std::string> names;
   for (const auto& phase : phases_)
-    if (phase.name != "noop" && phase.name != "loss_item" && (phase.name != "grad_sync" || distributed()))
+    if (phase.name != "noop" && phase.name != "loss_item" && (phase.name != "grad_sync" || group_))
       names.push_back(phase.name);
   return names;
 }
@@ -90,7 +108,7 @@ Timing Trainer::run_phase(const std::string& name, pb_result* result) {
   if (phase->prepare) phase->prepare();
   // Data parallel: every rank leaves a barrier, untimed, just before its clock starts, so that no rank's clock
   // holds the wait for a late one (docs/distributed.md).
-  if (distributed()) barrier();
+  if (group_) group_->barrier();
   const int32_t leftovers = continuing ? -1 : static_cast<int32_t>(std::count_if(
       earlier.begin(), earlier.end(), [](const WeakTensor& w) { return w.alive(); }));
   earlier.clear();
@@ -113,7 +131,7 @@ Timing Trainer::run_phase(const std::string& name, pb_result* result) {
 #if PHASEBENCH_TESTING
 // The knob's phase slowed (run.cpp slows the run's own bodies). Its body is wrapped where it is: making every
 // phase again would free and allocate the other phases' bodies too, and the heap the small phases walk would move
-// with them, a change of other cases' instruction counts that the head's knob did not make
+// with them, a change of other cases' instruction counts that the knob did not make
 // (docs/instruction-counts.md#the-gate-on-counts). Only a second knob makes them again, to unwrap the first.
 void Trainer::set_slow_knob(SlowKnob knob) {
   if (knob.ns < 0 || knob.fraction < 0 || knob.work < 0)
@@ -126,20 +144,9 @@ void Trainer::set_slow_knob(SlowKnob knob) {
 }
 #endif
 
-std::string Trainer::layout() {
-  std::ostringstream out;
-  for (const auto& item : model_->named_parameters()) {
-    out << item.key() << ' ';
-    for (size_t d = 0; d < item.value().sizes().size(); ++d)
-      out << (d ? "x" : "") << item.value().size(d);
-    out << ';';
-  }
-  return out.str();
-}
-
 // From a source of its own, so that the trainer's epoch does not move.
 Batch Trainer::batch_at(int64_t index) {
-  auto source = make_source(loader_kind_, mnist_, batch_size_, device_);
+  auto source = make_source(settings_.loader, mnist_, settings_.batch_size, device());
   source->start_epoch();
   Batch batch;
   int64_t i = 0;
@@ -151,8 +158,8 @@ Batch Trainer::batch_at(int64_t index) {
 
 // Peak bytes LibTorch's caching allocator held for tensors since train() began; -1 on cpu.
 int64_t Trainer::peak_device_memory() const {
-  if (!device_.is_cuda()) return -1;
-  const auto stats = c10::getDeviceAllocator(device_.type())->getDeviceStats(device_.index());
+  if (!device().is_cuda()) return -1;
+  const auto stats = c10::getDeviceAllocator(device().type())->getDeviceStats(device().index());
   return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
 }
 
@@ -163,33 +170,86 @@ void Trainer::advance() {
 
 std::pair<double, double> Trainer::evaluate() {
   torch::NoGradGuard no_grad;
-  model_->eval();
+  auto& net = model_->net();
+  net.eval();
   double loss_sum = 0;
   int64_t correct = 0;
-  auto test_batches = make_source("published", test_, batch_size_, device_);
+  auto test_batches = make_source("published", test_, settings_.batch_size, device());
   test_batches->start_epoch();
   for (Batch batch; test_batches->next(batch);) {
-    auto data = batch.data.to(device_), targets = batch.target.to(device_);
-    auto output = model_->forward(data);
+    auto data = batch.data.to(device()), targets = batch.target.to(device());
+    auto output = net.forward(data);
     loss_sum += torch::nll_loss(output, targets, {}, torch::Reduction::Sum).item<double>();
     correct += output.argmax(1).eq(targets).sum().item<int64_t>();
   }
-  model_->train();
+  net.train();
   const double n = test_.size().value();
   return {100.0 * correct / n, loss_sum / n};
 }
 
 std::vector<int64_t> Trainer::batch_shapes() const {
-  const int64_t last = dataset_size_ - (epoch_batches() - 1) * batch_size_;
-  return last == batch_size_ ? std::vector<int64_t>{batch_size_} : std::vector<int64_t>{batch_size_, last};
+  const int64_t batch_size = settings_.batch_size;
+  const int64_t last = dataset_size_ - (epoch_batches() - 1) * batch_size;
+  return last == batch_size ? std::vector<int64_t>{batch_size} : std::vector<int64_t>{batch_size, last};
 }
+
+void Trainer::attach(const std::string& group_name) {
+  if (group_) throw std::invalid_argument("this trainer already belongs to a process group");
+  auto group = std::make_unique<ProcessGroup>(group_name);
+  const int64_t world = group->world(), batch_size = settings_.batch_size;
+  const int64_t last = dataset_size_ - (epoch_batches() - 1) * batch_size;
+  if (batch_size % world != 0 || last % world != 0)
+    throw std::invalid_argument("world size " + std::to_string(world) + " must divide the batch (" +
+                                std::to_string(batch_size) + ") and the epoch's last batch (" +
+                                std::to_string(last) + ")");
+  source_ = make_source(settings_.loader, mnist_, batch_size, device(), group->rank(), world);
+  group_ = std::move(group);
+  epoch_started_ = false;
+}
+
+std::vector<int64_t> Trainer::timed_steps(int64_t steps) {
+  ensure_ready();
+  std::vector<int64_t> ns;
+  ns.reserve(steps);
+  for (int64_t i = 0; i < steps; ++i) {
+    ns.push_back(timed([this] {
+                   step();
+                   if (++steps_ % kLogInterval == 0) print_progress();
+                 }).ns);
+  }
+  return ns;
+}
+
+void Trainer::start_ensemble(int64_t models) {
+  Ensemble::check_size(models);
+  ensemble_.reset();  // freed before the new one is built
+  ensemble_ = std::make_unique<Ensemble>(models, settings_.dropout, settings_.width, device());
+}
+
+// Timed as a phase is: what the last round left is released, and the batch loaded and copied to the device,
+// before the clock starts.
+Timing Trainer::ensemble_step(std::vector<double>& losses) {
+  if (!ensemble_) throw std::logic_error("no ensemble: call pb_ensemble_create first");
+  ensemble_->prepare_step();
+  release();
+  on_device();
+  const Timing timing = timed([this] { ensemble_->step(tensors_.data, tensors_.target); });
+  losses = ensemble_->losses();
+  return timing;
+}
+
+std::vector<torch::Tensor> Trainer::ensemble_parameters(int64_t member) const {
+  if (!ensemble_)
+    throw std::out_of_range("member " + std::to_string(member) + " of an ensemble of 0 (members are numbered "
+                            "from 0)");
+  return ensemble_->parameters(member);
+}
+
+// -- the operations the phases are made of --------------------------------------------------------------------
 
 void Trainer::build_model() {
   step_->reset();  // a new model needs the step's one-shot again
-  model_ = std::make_shared<Net>(dropout_, width_);
-  model_->to(device_);
-  optimizer_ = std::make_unique<torch::optim::SGD>(
-      model_->parameters(), torch::optim::SGDOptions(kLearningRate).momentum(kMomentum));
+  model_->rebuild();
 }
 
 // The next batch, starting a new epoch when the last one ends.
@@ -206,10 +266,26 @@ void Trainer::load_batch() {
   ++host_index_;
 }
 
+void Trainer::on_device() {
+  load_batch();
+  copy_batch();
+}
+
+void Trainer::forwarded() {
+  on_device();
+  tensors_.forward(*model_);
+  tensors_.compute_loss();
+}
+
 void Trainer::step() {
   load_batch();
   copy_batch();
   step_->run(*this);
+}
+
+void Trainer::print_progress() {
+  std::fprintf(log_ ? log_ : stdout, "Train Epoch: %d [%5ld/%5ld]\tLoss: %.4f\n", epoch_,
+               static_cast<long>(seen_), static_cast<long>(dataset_size_), tensors_.loss.item<float>());
 }
 
 // The warm-up steps the step's one-shot needs, where fewer have run: the next real batches, trained.
@@ -227,44 +303,28 @@ void Trainer::ensure_ready() {
   step_->run_one_shot(*this);
 }
 
-void Trainer::print_progress() {
-  std::fprintf(log_ ? log_ : stdout, "Train Epoch: %d [%5ld/%5ld]\tLoss: %.4f\n", epoch_,
-               static_cast<long>(seen_), static_cast<long>(dataset_size_), loss_.item<float>());
-}
-
-void Trainer::on_device() {
-  load_batch();
-  copy_batch();
-}
-
-void Trainer::forwarded() {
-  on_device();
-  forward();
-  compute_loss();
-}
-
 // Every tensor a round leaves in the trainer's state, model weights and optimizer state aside.
 std::vector<WeakTensor> Trainer::held() {
-  std::vector<torch::Tensor> tensors = {host_.data, host_.target, data_, target_, output_, loss_,
-                                        check_weight_, check_grad_, check_momentum_};
-  for (const auto& p : model_->parameters()) tensors.push_back(p.grad());
-  if (fresh_model_)
-    for (const auto& p : fresh_model_->parameters()) tensors.push_back(p);
+  std::vector<torch::Tensor> tensors = {host_.data, host_.target, tensors_.data, tensors_.target, tensors_.output,
+                                        tensors_.loss};
+  for (const auto& t : checks_.held()) tensors.push_back(t);
+  for (const auto& g : model_->gradients()) tensors.push_back(g);
+  if (fresh_)
+    for (const auto& p : fresh_->parameters()) tensors.push_back(p);
   std::vector<WeakTensor> weak;
   for (const auto& t : tensors)
     if (t.defined() && !step_->holds(t)) weak.emplace_back(t, !source_->keeps_memory_of(t));
   return weak;
 }
 
-// Frees what earlier rounds left (batches, outputs, losses with their graphs, gradients), so
-// that no timed body frees it (docs/method.md#what-is-measured).
+// Frees what earlier rounds left (batches, outputs, losses with their graphs, gradients), so that no timed body
+// frees it (docs/method.md#what-is-measured).
 void Trainer::release() {
   host_ = Batch();
-  data_ = target_ = output_ = loss_ = torch::Tensor();
-  check_weight_ = check_grad_ = check_momentum_ = rng_before_ = torch::Tensor();
-  fresh_optimizer_.reset();
-  fresh_model_.reset();
-  optimizer_->zero_grad();  // set_to_none, as Python's
+  tensors_.clear();
+  checks_.release();
+  fresh_.reset();
+  model_->zero_grad();  // set_to_none, as Python's
 }
 
 }  // namespace phasebench

@@ -5,13 +5,13 @@ model's weights and each other member from its own seed's; each has its own SGD.
 each one step at a time on a batch already on the device (Trainer.ensemble_step times the step):
 
 - LoopEnsemble ("loop"): one model after another, each step exactly Trainer.step's forward, loss, backward
-  and update. Member k trains as model k trained alone would, to the bit (tests/test_equivalence.py);
+  and update. Member k trains as model k trained alone would, to the bit (tests/equivalence/test_ensembles.py);
   cpp/src/ensemble.cpp's Trainer::start_ensemble is its C++ twin.
 - VmapEnsemble ("vmap", python-vmap): the M models as one, with torch.func: their parameters stacked
   (stack_module_state), the Net run on them through functional_call under vmap, one SGD over the stacked
   parameters. vmap runs the M convolutions as one convolution (conv1, whose input is shared) or one grouped
   convolution (conv2) and the linear layers as batched matrix products, which sum in another order: member
-  k matches model k within a tolerance (tests/test_equivalence.py says which and why). Its dropout draws
+  k matches model k within a tolerance (tests/equivalence/test_ensembles.py says which and why). Its dropout draws
   one mask per member in one call (randomness="different"), so with dropout on its members train like the
   loop's, on other masks.
 """

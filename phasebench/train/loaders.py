@@ -2,7 +2,7 @@
 
 Every loader yields (images, labels) batches of the same values in the same order: the published
 normalization, (x / 255 − 0.1307) / 0.3081, computed with the same float32 operations, so that every
-implementation trains bit-identically to the published one (tests/test_equivalence.py). Iterating a
+implementation trains bit-identically to the published one (tests/equivalence/). Iterating a
 loader starts an epoch; len() is its batch count.
 """
 
@@ -67,7 +67,7 @@ class ScaledMNIST(torch.utils.data.Dataset):
     (image - mean) / std; so does this, with float32 tensors of shape [1, 1, 1]. torchvision's Normalize does the
     same two operations (sub_ and div_ on a clone) and, on every call, also checks its arguments, makes the two
     tensors again and checks (std == 0).any(): the argument checks are all this leaves out, and the values are
-    the same to the bit (tests/test_equivalence.py, test_tensor_loader_same_items and test_variant_same_batches)."""
+    the same to the bit (tests/equivalence/test_variants.py, test_tensor_loader_same_items and test_variant_same_batches)."""
 
     def __init__(self, root: str):
         raw = mnist(root, True, transform=None)

@@ -1,6 +1,6 @@
 """The network and its optimizer, declared once: pytorch/examples' C++ MNIST Net, parameter for parameter, and
 SGD(lr 0.01, momentum 0.5). The optimizer's flags are a piece of an implementation (python-foreach,
-python-fused). Its C++ twin is the Net in cpp/src/trainer.h."""
+python-fused). Its C++ twin is the Net in cpp/src/model.h."""
 
 from __future__ import annotations
 

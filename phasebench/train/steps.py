@@ -1,7 +1,7 @@
 """How a training step executes: eagerly (as published), captured whole into CUDA graphs and replayed, or with the
 model through torch.compile (docs/gpu.md#cuda-graphs-and-torchcompile). A step is a piece of an implementation
 (phasebench/spec.py's STEPS say what each implies): the trainer asks its step and never tests a name. Its C++ twin
-is the Step interface in cpp/src/trainer.h (the eager step in cpp/src/step.cpp, the CUDA-graph step in cpp/src/graph_step.cpp).
+is the Step interface in cpp/src/step.h (the eager step in cpp/src/step.cpp, the CUDA-graph step in cpp/src/graph_step.cpp).
 
 Every step offers the same operations on its trainer `t`:
 - `module(t)`: what the forward runs (the model, or the compiled model), and `forward(t)` runs it on the batch;

@@ -15,15 +15,27 @@ from phasebench.worker import counting
 class Counter:
     def __init__(self, library: str, out_file: str, impl: str):
         self.lib = ctypes.CDLL(library)  # the helper lives in the C++ library, for both languages
-        for name in ("pb_count_supported", "pb_count_running"):
-            getattr(self.lib, name).restype = ctypes.c_int
+        self.lib.pb_count_supported.argtypes = self.lib.pb_count_running.argtypes = [ctypes.POINTER(ctypes.c_int32)]
         self.lib.pb_count_label.argtypes = [ctypes.c_char_p]
-        self.lib.pb_count_phases.argtypes = [ctypes.c_int]
-        if not self.lib.pb_count_supported():
+        self.lib.pb_count_phases.argtypes = [ctypes.c_int32]
+        self.lib.pb_last_error.restype = ctypes.c_char_p
+        if not self._ask("pb_count_supported"):
             raise RuntimeError(f"{library} was built without <valgrind/callgrind.h>: it cannot count")
-        if not self.lib.pb_count_running():
+        if not self._ask("pb_count_running"):
             raise RuntimeError("--count instructions: this worker does not run under Valgrind")
         self.out_file, self.impl, self.rounds = out_file, impl, 0
+
+    def _ask(self, name: str) -> int:
+        """The number the library's function `name` writes out."""
+        answer = ctypes.c_int32()
+        self._call(name, ctypes.byref(answer))
+        return answer.value
+
+    def _call(self, name: str, *args) -> None:
+        """The library's function `name`, outside the bracket; RuntimeError with its message when it fails.
+        pb_count_begin and pb_count_end, inside it, always return PB_OK and are not checked."""
+        if getattr(self.lib, name)(*args) != 0:  # PB_OK
+            raise RuntimeError(f"{name}: {self.lib.pb_last_error().decode(errors='replace')}")
 
     def attach(self, language: str, trainer) -> dict:
         """Put the bracket around the trainer's bodies, start instrumentation (once), and count the empty bracket;
@@ -43,12 +55,12 @@ class Counter:
 
             trainer.timed = counted
         else:
-            self.lib.pb_count_phases(1)
+            self._call("pb_count_phases", 1)
         # Python's cyclic GC: everything so far collected and frozen, and no collection inside a count.
         gc.collect()
         gc.freeze()
         gc.disable()
-        self.lib.pb_count_start()
+        self._call("pb_count_start")
         floors = [self.count(trainer, "noop") for _ in range(counting.FLOOR_ROUNDS)]
         return {"count_floor_dumps": [{"dump": f["dump"], "label": f["label"]} for f in floors]}
 
@@ -59,7 +71,7 @@ class Counter:
         rounds' bodies (docs/instruction-counts.md, "Gated-run time")."""
         self.rounds += 1
         label = f"{self.impl}/{phase}/{self.rounds}"
-        self.lib.pb_count_label(label.encode())
+        self._call("pb_count_label", label.encode())
         before = len(counting.dumps(self.out_file))
         gc.collect()
         result = run() if run else trainer.run_phase(phase)

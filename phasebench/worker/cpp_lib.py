@@ -11,7 +11,7 @@ from array import array
 from phasebench.worker.protocol import PhaseTiming
 
 PB_OK = 0
-PB_ABI_VERSION = 6  # cpp/include/phasebench.h: these bindings' structs and signatures
+PB_ABI_VERSION = 7  # cpp/include/phasebench.h: these bindings' structs and signatures
 IMAGE_FLOATS = 28 * 28
 
 
@@ -32,6 +32,26 @@ class Options(ctypes.Structure):
 
     def __init__(self, *args, **kwargs):
         super().__init__(ctypes.sizeof(Options), *args, **kwargs)
+
+
+class TrainOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_int64),
+        ("epochs", ctypes.c_int32),
+        ("synchronize", ctypes.c_int32),
+        ("max_steps", ctypes.c_int64),
+    ]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(ctypes.sizeof(TrainOptions), *args, **kwargs)
+
+
+class TrainTotals(ctypes.Structure):
+    _fields_ = [
+        ("steps", ctypes.c_int64),
+        ("loop_ns", ctypes.c_int64),
+        ("cpu_ns", ctypes.c_int64),
+    ]
 
 
 class Result(ctypes.Structure):
@@ -70,38 +90,41 @@ class CppError(RuntimeError):
     """A PB_ERROR status; the message is the library's, verbatim."""
 
 
-_P = ctypes.c_void_p
+_SESSION = ctypes.c_uint64  # pb_session: a token, never an address
 _I64P = ctypes.POINTER(ctypes.c_int64)
 _SIGNATURES = {
     "pb_abi_version": [ctypes.POINTER(ctypes.c_int32)],
-    "pb_create": [ctypes.POINTER(Options), ctypes.POINTER(_P)],
-    "pb_destroy": [_P],
-    "pb_phase_names": [_P, ctypes.c_char_p, ctypes.c_int64],
-    "pb_run_phase_names": [_P, ctypes.c_char_p, ctypes.c_int64],
-    "pb_threads": [_P, ctypes.POINTER(ctypes.c_int32)],
-    "pb_run_phase": [_P, ctypes.c_char_p, _I64P, ctypes.POINTER(Result)],
-    "pb_timer_floor": [_P, _I64P],
-    "pb_param_count": [_P, _I64P],
-    "pb_param_layout": [_P, ctypes.c_char_p, ctypes.c_int64],
-    "pb_get_params": [_P, ctypes.POINTER(ctypes.c_float), ctypes.c_int64],
-    "pb_set_params": [_P, ctypes.POINTER(ctypes.c_float), ctypes.c_int64],
-    "pb_epoch_batches": [_P, _I64P],
-    "pb_get_batch": [_P, ctypes.c_int64, ctypes.POINTER(ctypes.c_float), _I64P, ctypes.c_int64, _I64P],
-    "pb_train_steps": [_P, ctypes.c_int64, ctypes.POINTER(ctypes.c_double)],
-    "pb_evaluate": [_P, ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double)],
-    "pb_train": [_P, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64, _I64P, ctypes.c_int64, _I64P, _I64P, _I64P],
-    "pb_peak_device_memory": [_P, _I64P],
-    "pb_ensemble_create": [_P, ctypes.c_int64],
-    "pb_ensemble_step": [_P, _I64P, _I64P, _I64P, ctypes.POINTER(ctypes.c_double), ctypes.c_int64],
-    "pb_ensemble_get_params": [_P, ctypes.c_int64, ctypes.POINTER(ctypes.c_float), ctypes.c_int64],
-    "pb_ensemble_destroy": [_P],
-    "pb_dist_attach": [_P, ctypes.c_char_p],
-    "pb_dist_steps": [_P, ctypes.c_int64, _I64P],
+    "pb_create": [ctypes.POINTER(Options), ctypes.POINTER(_SESSION)],
+    "pb_destroy": [_SESSION],
+    "pb_phase_names": [_SESSION, ctypes.c_char_p, ctypes.c_int64],
+    "pb_run_phase_names": [_SESSION, ctypes.c_char_p, ctypes.c_int64],
+    "pb_threads": [_SESSION, ctypes.POINTER(ctypes.c_int32)],
+    "pb_run_phase": [_SESSION, ctypes.c_char_p, _I64P, ctypes.POINTER(Result)],
+    "pb_timer_floor": [_SESSION, _I64P],
+    "pb_param_count": [_SESSION, _I64P],
+    "pb_param_layout": [_SESSION, ctypes.c_char_p, ctypes.c_int64],
+    "pb_get_params": [_SESSION, ctypes.POINTER(ctypes.c_float), ctypes.c_int64],
+    "pb_set_params": [_SESSION, ctypes.POINTER(ctypes.c_float), ctypes.c_int64],
+    "pb_epoch_batches": [_SESSION, _I64P],
+    "pb_get_batch": [_SESSION, ctypes.c_int64, ctypes.POINTER(ctypes.c_float), _I64P, ctypes.c_int64, _I64P],
+    "pb_train_steps": [_SESSION, ctypes.c_int64, ctypes.POINTER(ctypes.c_double)],
+    "pb_evaluate": [_SESSION, ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double)],
+    "pb_train": [_SESSION, ctypes.POINTER(TrainOptions), _I64P, ctypes.c_int64, ctypes.POINTER(TrainTotals)],
+    "pb_peak_device_memory": [_SESSION, _I64P],
+    "pb_ensemble_create": [_SESSION, ctypes.c_int64],
+    "pb_ensemble_step": [_SESSION, _I64P, _I64P, _I64P, ctypes.POINTER(ctypes.c_double), ctypes.c_int64],
+    "pb_ensemble_get_params": [_SESSION, ctypes.c_int64, ctypes.POINTER(ctypes.c_float), ctypes.c_int64],
+    "pb_ensemble_destroy": [_SESSION],
+    "pb_dist_attach": [_SESSION, ctypes.c_char_p],
+    "pb_dist_steps": [_SESSION, ctypes.c_int64, _I64P],
 }
 # cpp/include/phasebench_testing.h: the testing build's test-only entry points, outside the production ABI.
 TESTING_SIGNATURES = {
-    "pb_testing_slow_phase": [_P, ctypes.c_char_p, ctypes.c_int64, ctypes.c_double],
-    "pb_testing_slow_work": [_P, ctypes.c_char_p, ctypes.c_int64],
+    "pb_testing_slow_phase": [_SESSION, ctypes.c_char_p, ctypes.c_int64, ctypes.c_double],
+    "pb_testing_slow_work": [_SESSION, ctypes.c_char_p, ctypes.c_int64],
+    "pb_testing_hold_phase": [_SESSION, ctypes.c_char_p],
+    "pb_testing_await_hold": [_SESSION, ctypes.c_int64, ctypes.POINTER(ctypes.c_int32)],
+    "pb_testing_release_hold": [_SESSION],
 }
 
 
@@ -160,7 +183,7 @@ class CppTrainer:
         self._options = Options(f"{root}/MNIST/raw".encode(), device.encode(),
                                 log_path.encode() if log_path else None, threads, seed, dropout,
                                 width, batch_size, loader.encode(), step.encode())
-        self.handle = _P()
+        self.handle = _SESSION()
         self.ensemble_size = 0  # the members of the session's ensemble, as pb_ensemble_create was told
         self.call("pb_create", ctypes.byref(self._options), ctypes.byref(self.handle))
 
@@ -175,9 +198,9 @@ class CppTrainer:
         return buffer.value.decode()
 
     def close(self):
-        if self.handle:
+        if self.handle.value:
             self.call("pb_destroy", self.handle)
-            self.handle = _P()
+            self.handle = _SESSION()
 
     def phase_names(self) -> list[str]:
         return self._text("pb_phase_names").split(",")
@@ -244,10 +267,10 @@ class CppTrainer:
         """Phase totals by pb_run_phase_names (step_in_run, not train_step), steps, loop ns, process CPU ns."""
         names = self._text("pb_run_phase_names").split(",")
         totals = (ctypes.c_int64 * len(names))()
-        steps, loop_ns, cpu_ns = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
-        self.call("pb_train", self.handle, epochs, int(synchronize), max_steps, totals, len(names),
-                   ctypes.byref(steps), ctypes.byref(loop_ns), ctypes.byref(cpu_ns))
-        return dict(zip(names, totals)), steps.value, loop_ns.value, cpu_ns.value
+        run = TrainTotals()
+        self.call("pb_train", self.handle, ctypes.byref(TrainOptions(epochs, int(synchronize), max_steps)), totals,
+                  len(names), ctypes.byref(run))
+        return dict(zip(names, totals)), run.steps, run.loop_ns, run.cpu_ns
 
     # Data parallel (docs/distributed.md), as phasebench.train.trainer.Trainer's methods of the same names.
     def attach(self, group_name: str) -> None:

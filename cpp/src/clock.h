@@ -1,0 +1,63 @@
+// clock.h: the clock around a phase's body (clock.cpp; docs/method.md#what-is-measured), the instruction-count
+// bracket that replaces it when counting (count.cpp), and the testing build's slow knob.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+namespace phasebench {
+
+struct Timing {
+  int64_t ns;
+  int64_t cpu_ns;         // the process, all threads
+  int64_t thread_cpu_ns;  // the thread that ran the body
+};
+
+// The cheapest correct synchronization LibTorch offers; nothing on cpu.
+void sync(const torch::Device& device);
+// Synchronize, clock, body, synchronize, clock (docs/method.md#what-is-measured).
+Timing timed(const torch::Device& device, const std::function<void()>& body);
+// The median time of the empty body: what the clock itself costs here.
+int64_t timer_floor(const torch::Device& device);
+// The instruction-count mode (count.cpp, include/phasebench_count.h): whether pb_count_phases turned it on, and
+// the body inside the count bracket (a Timing of zeros: the count is in the dumped statistics).
+bool counting_phases();
+Timing counted(const std::function<void()>& body);
+// The process's page faults so far: (minor, major).
+std::pair<int64_t, int64_t> page_faults();
+
+#if PHASEBENCH_TESTING
+// The testing build's hold (pb_testing_hold_phase, testing.cpp): a body waits until the test releases it, and the
+// test can wait until a body is waiting: proof that a call is inside the library, with no sleep. Thread-safe: the
+// test calls it while another thread's call runs the held body.
+class Hold {
+ public:
+  void wait_for_release();  // in the held body
+  bool await_waiting(int64_t timeout_ms);  // whether a body was waiting within the timeout
+  void release();
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool waiting_ = false, released_ = false;
+};
+
+// The testing build's slow knob (phasebench_testing.h): the phase it names busy-waits inside its timed body, or
+// waits on a hold.
+struct SlowKnob {
+  std::string phase;  // none: nothing is slowed
+  int64_t ns = 0;
+  double fraction = 0;  // above 0: this fraction of the time the body just took, instead of ns
+  int64_t work = 0;     // above 0: this many iterations of a fixed loop, instead of a spin (no clock read)
+  std::shared_ptr<Hold> hold;  // set: the body waits until it is released, instead of any of the above
+  std::function<void()> slowed(std::function<void()> body) const;
+};
+#endif
+
+}  // namespace phasebench

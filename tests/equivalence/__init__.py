@@ -1,0 +1,30 @@
+"""Both implementations train the same model (docs/method.md#both-implementations-train-the-same-model).
+
+A Python-vs-C++ time difference means something only if both sides compute the same thing, so
+these tests put a Python and a C++ worker side by side on cpu and compare, request by request:
+the threads, the network, the weights, the data, 100 training steps and a one-epoch run. Every
+failure names what differs and by how much. `pytest tests/equivalence` (or `-k equivalence`) runs just these.
+
+What they show: seed 1 draws bit-identical initial weights in both; both draw their dropout masks
+from the same seeded generator with the same operations (Python's DataLoader has a generator of its
+own, so a new epoch draws nothing from the global one); and so the two train bit-identically, with
+dropout off and with the published dropout on: the same losses, the same weights after 100 steps and
+after a whole epoch, and the same test accuracy.
+
+Every other implementation in the registry (phasebench/registry.py) is compared the same way with the
+published implementation of its language: the same batches where its loader is its own, and 100 steps with
+the published dropout from the same weights, to the bit (docs/implementations.md#implementations-and-workloads). These run
+whatever --impl says: they are tests, not benchmarks.
+
+Ensembles (phasebench/train/ensemble.py; docs/gpu.md#concurrent-jobs-and-ensembles): member k of every ensemble starts from
+the weights seed k gives a model alone; with dropout off, the Python loop's member k trains as model k trained
+alone, to the bit; the C++ loop's members train as the Python loop's, to the bit, with dropout off and on; and
+python-vmap's member k stays within a tolerance of model k alone, justified where it is defined.
+The compiled and CUDA-graph variants run other kernels or draw their masks
+otherwise: they are compared within a rounding tolerance, CUDA graphs on cuda only.
+
+By subject: the published pair (test_published_pair.py), every other implementation against its language's
+published one (test_variants.py), ensembles (test_ensembles.py), the compiled and CUDA-graph variants
+(test_compiled.py), and the premise of the package's kept workers (test_kept_workers.py). pairs.py holds the pairs
+and their comparisons; conftest.py the workers the tests borrow their trainers from.
+"""

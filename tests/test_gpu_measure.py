@@ -1,0 +1,72 @@
+""".ci/gpu-measure --dry-run (docs/gpu.md#running-it): every step of the full run and of the smoke run collected with
+its own options, the cpu step run, on a machine without a GPU, so that the script cannot rot between two GPUs; and
+a dry run whose pytest refuses every command fails, step by step."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from phasebench.worker import build
+from tests.child_runs import child_process
+
+SCRIPT = build.ROOT / ".ci" / "gpu-measure"
+TIMEOUT_S = 240  # about 30 s here; far above, a hang
+
+
+def dry_run(pytestconfig, out, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The dry run into `out`, on this run's data, with this interpreter; the library it builds is this run's
+    production build (cached by its hash), so the dry run rebuilds nothing. PYTEST_ADDOPTS emptied: the dry run's own
+    pytest commands are the ones under test."""
+    try:
+        build.library_path(variant="production")
+    except build.BuildUnavailable as error:
+        pytest.skip(str(error))
+    env = {"OUT": str(out), "PYTHON": sys.executable, "PHASEBENCH_MNIST_ROOT": str(pytestconfig.getoption("mnist_root")),
+           "PYTEST_ADDOPTS": ""} | (env or {})
+    with child_process(["bash", str(SCRIPT), "--dry-run"], env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True) as child:
+        stdout, _ = child.communicate(timeout=TIMEOUT_S)
+    return subprocess.CompletedProcess(child.args, child.returncode, stdout, None)
+
+
+def script_steps() -> list[str]:
+    """The names of the steps the script defines (`step NAME CAP ...` in full_steps and smoke_steps)."""
+    return re.findall(r"^\s+step (\S+) \d+ ", SCRIPT.read_text(), flags=re.MULTILINE)
+
+
+def step_lines(out) -> dict[str, str]:
+    """steps.txt's step lines, by step name."""
+    lines = (out / "steps.txt").read_text().splitlines()
+    return dict(re.match(r"step (\S+): (.*)", line).groups() for line in lines if line.startswith("step "))
+
+
+def test_the_dry_run_collects_every_step_and_runs_the_cpu_step(pytestconfig, tmp_path):
+    run = dry_run(pytestconfig, tmp_path)
+    steps = step_lines(tmp_path)
+    names = script_steps()
+    assert len(names) >= 10 and any(name.startswith("smoke-") for name in names), names
+    assert set(steps) == set(names) | {"8-cpu-data-loading-default-threads-run"}, run.stdout
+    failed = {name: line for name, line in steps.items() if not line.startswith("passed")}
+    assert not failed and run.returncode == 0, run.stdout
+    for name, line in steps.items():
+        if name.endswith("-run"):  # run on cpu: its JSON holds the benchmark it ran
+            assert '"benchmarks": [' in (tmp_path / f"{name}.json").read_text(), line
+        else:
+            device = "cpu" if name.startswith("8-") else "cuda"
+            assert re.match(rf"passed, collected [1-9]\d* case\(s\) on {device}", line), (name, line)
+    text = (tmp_path / "steps.txt").read_text()
+    assert "not reached: the cuda branches (CUDA graphs, torch.compile on cuda, NCCL, NVML)" in text
+    assert text.splitlines()[-1] == "every step passed"
+
+
+def test_a_dry_run_whose_commands_pytest_refuses_fails_every_step(pytestconfig, tmp_path):
+    """An option pytest does not know (as a renamed option would be) fails each step with pytest's usage error."""
+    run = dry_run(pytestconfig, tmp_path, env={"PYTEST_ADDOPTS": "--no-such-option"})
+    steps = step_lines(tmp_path)
+    assert run.returncode == 1 and set(steps) >= set(script_steps()), run.stdout
+    assert all(line.startswith("FAILED, exit status 4") for line in steps.values()), steps
+    assert (tmp_path / "steps.txt").read_text().splitlines()[-1] == "a step FAILED"
