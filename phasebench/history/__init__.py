@@ -1,0 +1,16 @@
+"""Every phase's cost across commits and torch releases, from saved results (docs/history.md).
+
+One module per role, each importing only those above it in this list (and phasebench.results and
+phasebench.schema, the leaves that read saved results):
+
+- units: a value as it is read;
+- changes: change points of a count series (the count gate's threshold) and of a time series (the detector the
+  change-point study chose, studies/changepoint_study.py);
+- points: saved results read into points, each with the series key it belongs to;
+- series: points ordered along first-parent history or by torch version, made series, their change points found,
+  and what they were split on;
+- page: the self-contained HTML page (--html);
+- cli: `python -m phasebench.history`, the terminal's lines.
+
+It imports no torch.
+"""

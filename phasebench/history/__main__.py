@@ -1,0 +1,5 @@
+import sys
+
+from phasebench.history.cli import main
+
+sys.exit(main())

@@ -1,0 +1,121 @@
+"""`python -m phasebench.history [RESULT_FILES_OR_STORAGE_DIRS ...]`: every phase's cost across commits (or torch
+releases), its change points, and optionally the page (--html).
+
+    python -m phasebench.history .benchmarks docs/instruction-counts          # along first-parent history of HEAD
+    python -m phasebench.history --by torch results/releases --html out.html  # by torch version
+    python -m phasebench.history out.json --append results/history            # out.json's runs into compact series
+
+A folder of compact series (--append) is read like any other. With no path, pytest-benchmark's default storage (.benchmarks/ of the repository). Exit status 0, 2 on a usage
+error or where no series could be built. Imports no torch."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from phasebench import results
+from phasebench.history import page, points
+from phasebench.history import series as series_mod
+from phasebench.history.units import amount
+
+
+def describe(found: series_mod.Found) -> str:
+    """One change point: its range, its size and what else changed there."""
+    text = f"{found.range} {found.change.change_pct:+.1f} %"
+    if not found.confirmed:
+        text += " (unconfirmed: re-run both neighbours)"
+    if found.also_changed:
+        text += f" [also changed: {', '.join(found.also_changed)}]"
+    return text
+
+
+def terminal(all_series: list[series_mod.Series], notes: list[str], split_lines: list[str], by: str) -> str:
+    """One block per machine, method, metric, device and workload; in it one line per phase and implementation:
+    points, latest value, change since the first point, change points."""
+    lines = []
+    for note in notes:
+        lines.append(f"left out: {note}")
+    for line in split_lines:
+        lines.append(line)
+    groups = defaultdict(list)
+    for s in all_series:
+        groups[s.key.group()].append(s)
+    for (_, method, metric, device, workload), members in groups.items():
+        key = members[0].key
+        lines += ["", f"{metric} on {device}{', workload ' + workload if workload else ''}, method {method}, "
+                      f"by {by}: {key.machine_label()}"]
+        width = max(len(f"{s.key.phase} {s.key.implementation}") for s in members)
+        for s in members:
+            values = s.values
+            first, last = values[0], values[-1]
+            since = f"{100 * (last / first - 1):+.1f} %" if len(values) > 1 and first else "—"
+            found = "; ".join(describe(f) for f in s.changes) or "none"
+            lines.append(f"  {(s.key.phase + ' ' + s.key.implementation).ljust(width)}  {len(values):3d} pts  "
+                         f"latest {amount(last, metric):>16}  since first {since:>8}  change points: {found}")
+    return "\n".join(lines) + "\n"
+
+
+def default_paths() -> list[str]:
+    return [results.DEFAULT_STORAGE.removeprefix("file://")]
+
+
+def append(prog: str, paths: list[str], folder: Path, dirty: bool) -> int:
+    """--append: the runs under `paths` into compact series under `folder`; one line per file written."""
+    reading = points.read(paths, by="commit", dirty=dirty)
+    for note in reading.left_out:
+        print(f"left out: {note}")
+    if not reading.points:
+        print(f"{prog}: nothing to append: no phasebench result under {', '.join(paths)} could be read",
+              file=sys.stderr)
+        return 2
+    added = points.append(reading.points, folder)
+    for path, count in sorted(added.items()):
+        print(f"{path}: {count} run(s) added")
+    print(f"appended {sum(added.values())} run(s) of {len(reading.points)} point(s) to {len(added)} series under "
+          f"{folder}")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m phasebench.history", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("paths", nargs="*", help="saved result files (--benchmark-json, --benchmark-save) and "
+                                                 "folders searched for them (pytest-benchmark's storage)")
+    parser.add_argument("--by", choices=("commit", "torch"), default="commit",
+                        help="order along first-parent git history (default) or by torch version")
+    parser.add_argument("--rev", default="HEAD", help="whose first-parent history orders the commits (%(default)s)")
+    parser.add_argument("--repo", type=Path, default=results.ROOT, help="the git repository (%(default)s)")
+    parser.add_argument("--dirty", action="store_true", help="keep runs of trees with uncommitted changes")
+    parser.add_argument("--html", type=Path, help="write the page here: one self-contained file")
+    parser.add_argument("--append", type=Path, metavar="DIR",
+                        help="append the runs read to compact series under DIR (one small file per series) and "
+                             "build nothing else; exit status 2 where no run could be read")
+    args = parser.parse_args(argv)
+    paths = args.paths or default_paths()
+    missing = [p for p in paths if not Path(p).exists()]
+    if missing:
+        parser.error(f"no such file or folder: {', '.join(missing)}")
+    if args.append:
+        return append(parser.prog, paths, args.append, args.dirty)
+    reading = points.read(paths, by=args.by, dirty=args.dirty)
+    try:
+        order = series_mod.Order(args.by, args.repo, args.rev)
+    except (OSError, subprocess.CalledProcessError) as error:
+        print(f"{parser.prog}: cannot read first-parent history of {args.rev} in {args.repo}: "
+              f"{getattr(error, 'stderr', '') or error}", file=sys.stderr)
+        return 2
+    all_series, notes = series_mod.build(reading.points, order)
+    split_lines = series_mod.splits(all_series)
+    sys.stdout.write(terminal(all_series, reading.left_out + notes, split_lines, args.by))
+    if not all_series:
+        print(f"{parser.prog}: no series: no phasebench result under {', '.join(paths)} could be placed",
+              file=sys.stderr)
+        return 2
+    if args.html:
+        args.html.write_text(page.render(all_series, split_lines, reading.left_out + notes, args.by),
+                             encoding="utf8")
+        print(f"page: {args.html}")
+    return 0

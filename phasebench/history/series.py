@@ -1,0 +1,196 @@
+"""Points made into series: ordered along first-parent history (`git rev-list --first-parent`) or by torch version,
+the runs at one commit (or one release) made one point, their change points found, and what the series were split
+on, said.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import subprocess
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from phasebench.history import changes
+from phasebench.history.points import Point, SeriesKey
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a point lies along the series' axis."""
+
+    x: str  # the commit's full hash, or the torch version
+    short: str  # the short hash, or the torch version
+    label: str  # the short hash and subject, or the torch version
+    order: int
+
+
+@dataclass
+class Found:
+    """A change point of a series, with the commits (or releases) it lies between."""
+
+    change: changes.Change
+    before: Position
+    after: Position
+    confirmed: bool  # both neighbours were run at least twice and every run after lies beyond every run before
+    also_changed: dict  # context that differs between the two neighbours' runs (phasebench.history.points)
+
+    @property
+    def range(self) -> str:
+        """The commit range (git's A..B: after A, up to B) or release range the step lies in."""
+        return f"{self.before.short}..{self.after.short}"
+
+
+@dataclass
+class Series:
+    key: SeriesKey
+    positions: list[Position]
+    runs: list[list[Point]]  # the runs at each position
+    changes: list[Found] = field(default_factory=list)
+
+    @property
+    def values(self) -> list[float]:
+        """Each position's value: the median of its runs' medians."""
+        return [statistics.median(point.value for point in runs) for runs in self.runs]
+
+
+class Order:
+    """Positions along first-parent history of `rev` in `repo` (oldest first) or by torch version."""
+
+    def __init__(self, by: str, repo: Path | None = None, rev: str = "HEAD"):
+        self.by = by
+        self.commits: dict[str, Position] = {}
+        if by == "commit":
+            lines = subprocess.run(["git", "-C", str(repo or "."), "log", "--first-parent", "--format=%H%x00%s", rev],
+                                   capture_output=True, text=True, check=True).stdout.splitlines()
+            for order, line in enumerate(reversed(lines)):
+                sha, _, subject = line.partition("\0")
+                self.commits[sha] = Position(sha, sha[:7], f"{sha[:7]} {subject}", order)
+
+    def position(self, point: Point) -> Position | None:
+        if self.by == "torch":
+            return None if point.torch is None else Position(point.torch, point.torch, point.torch, 0)
+        if point.commit is None:
+            return None
+        found = self.commits.get(point.commit)
+        if found is None and len(point.commit) < 40:  # an abbreviated hash
+            found = next((p for sha, p in self.commits.items() if sha.startswith(point.commit)), None)
+        return found
+
+    def why_not(self, point: Point) -> str:
+        if self.by == "torch":
+            return "no torch version recorded"
+        if point.commit is None:
+            return "no commit recorded"
+        return f"commit {point.commit[:7]} is not on the first-parent history"
+
+
+def version_order(version: str) -> tuple:
+    """A torch version's sort key: its release numbers, then its pre-release and local parts as text."""
+    public, _, local = version.partition("+")
+    numbers = tuple(int(n) for n in re.findall(r"\d+", public.split("a")[0].split("b")[0].split("rc")[0])[:3])
+    return numbers, public, local
+
+
+def build(points: list[Point], order: Order, count_spreads: dict[str, float] | None = None) -> tuple[
+        list[Series], list[str]]:
+    """The series of the points, their change points found, and the points left out, each said why."""
+    by_key: dict[SeriesKey, dict[str, list[Point]]] = defaultdict(lambda: defaultdict(list))
+    positions: dict[str, Position] = {}
+    left_out: dict[str, set[str]] = defaultdict(set)
+    for point in points:
+        position = order.position(point)
+        if position is None:
+            left_out[order.why_not(point)].add(point.source)
+            continue
+        positions[position.x] = position
+        by_key[point.key][position.x].append(point)
+    spreads = changes.default_count_spreads() if count_spreads is None else count_spreads
+
+    def sort_key(x: str):
+        return version_order(x) if order.by == "torch" else positions[x].order
+
+    found = []
+    for key, at in by_key.items():
+        xs = sorted(at, key=sort_key)
+        series = Series(key, [positions[x] for x in xs], [at[x] for x in xs])
+        series.changes = find_changes(series, spreads)
+        found.append(series)
+    found.sort(key=lambda s: (s.key.metric, s.key.machine, s.key.method, s.key.device, s.key.workload, s.key.phase,
+                              s.key.implementation))
+    notes = [f"{why}: {len(sources)} result file(s) left out ({', '.join(sorted(sources)[:3])}"
+             f"{', …' if len(sources) > 3 else ''})" for why, sources in sorted(left_out.items())]
+    return found, notes
+
+
+def find_changes(series: Series, spreads: dict[str, float]) -> list[Found]:
+    values = series.values
+    if series.key.metric == "instructions":
+        fullname = next((p.fullname for runs in series.runs for p in runs), None)
+        threshold = changes.count_threshold_pct(fullname, spreads, [list(p.rounds) for runs in series.runs
+                                                                    for p in runs])
+        steps = changes.count_changes(values, threshold)
+    else:
+        steps = changes.time_changes(values)
+    return [Found(step, series.positions[step.index - 1], series.positions[step.index],
+                  confirmed(series.runs[step.index - 1], series.runs[step.index], step.change_pct),
+                  also_changed(series.runs[step.index - 1], series.runs[step.index])) for step in steps]
+
+
+def confirmed(before: list[Point], after: list[Point], change_pct: float) -> bool:
+    """Whether the neighbouring commits' re-runs confirm a step: each was run at least twice, and every run after
+    it lies beyond every run before it, in the step's direction."""
+    if len(before) < 2 or len(after) < 2:
+        return False
+    if change_pct > 0:
+        return min(p.value for p in after) > max(p.value for p in before)
+    return max(p.value for p in after) < min(p.value for p in before)
+
+
+def also_changed(before: list[Point], after: list[Point]) -> dict:
+    """{name: (before, after)} of the context that differs between the two neighbours' runs."""
+    differ = {}
+    for name in (before[0].context.keys() | after[0].context.keys()):
+        old = {str(p.context.get(name)) for p in before}
+        new = {str(p.context.get(name)) for p in after}
+        if old != new:
+            differ[name] = (", ".join(sorted(old)), ", ".join(sorted(new)))
+    return dict(sorted(differ.items()))
+
+
+def differences(values: set[str]) -> list[str]:
+    """Each value less the words every value has (pins differ in one setting of many), "(none)" where nothing is left."""
+    common = set.intersection(*(set(value.split()) for value in values))
+    return sorted(" ".join(word for word in value.split() if word not in common) or "(none)" for value in values)
+
+
+def splits(series: list[Series]) -> list[str]:
+    """What the series of one case (metric, device, workload, implementation and phase alike) were split on, and
+    why: one line per key field that took more than one value for some case."""
+    by_case: dict[tuple, list[SeriesKey]] = defaultdict(list)
+    for s in series:
+        by_case[(s.key.metric, s.key.device, s.key.workload, s.key.implementation, s.key.phase)].append(s.key)
+    fields: dict[str, set[str]] = defaultdict(set)
+    cases: dict[str, int] = defaultdict(int)
+    for keys in by_case.values():
+        if len(keys) < 2:
+            continue
+        named = [dict(key.machine) | {"method": str(key.method)} for key in keys]
+        for name in sorted({n for entry in named for n in entry}):
+            values = {entry.get(name, "unrecorded") for entry in named}
+            if len(values) > 1:
+                fields[name] |= values
+                cases[name] += 1
+    reasons = {"method": "a different measurement method holds something else in its clocks (phasebench/method.py)",
+               "torch": "another torch build runs other kernels", "kernel": "the kernel changes scheduling and faults",
+               "CPU": "another CPU model", "cores": "another number of cores", "threads": "another thread count",
+               "valgrind": "another Valgrind counts otherwise", "glibc": "another glibc runs other code",
+               "CPU capability": "another instruction set is dispatched to", "pins": "other pins",
+               "torch build": "CUDA builds are compared with CUDA builds only", "GPU": "another GPU"}
+    lines = [f"split on {name} ({reasons.get(name, 'a machine difference')}): {cases[name]} case(s) into series of "
+             f"{' | '.join(differences(values))}" for name, values in sorted(fields.items())]
+    metrics = {s.key.metric for s in series}
+    if len(metrics) > 1:
+        lines.append(f"times and instruction counts are separate series: {', '.join(sorted(metrics))}")
+    return lines

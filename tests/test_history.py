@@ -1,0 +1,228 @@
+"""phasebench.history on synthetic results in the saved format: copies of real saved results (a counted run, a
+timed default run) with their commit, values and machine changed, ordered along the first-parent history of a
+scratch git repository."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from phasebench.history import changes, cli, page, points
+from phasebench.history import series as series_mod
+
+ROOT = Path(__file__).resolve().parents[1]
+COUNTED = ROOT / "docs/instruction-counts/study-e677c9f/spread/01.json"  # --count instructions, method 3
+TIMED = ROOT / "docs/answer/default-1.json"  # the default timed run, method 3
+PHASES = ("backward", "loss")
+
+
+def template(path: Path) -> dict:
+    """A real saved result, its benchmarks cut to PHASES on cpu."""
+    result = json.loads(path.read_text(encoding="utf8"))
+    result["benchmarks"] = [b for b in result["benchmarks"] if b["extra_info"]["phase"] in PHASES]
+    return result
+
+
+TEMPLATES = {"instructions": template(COUNTED), "time": template(TIMED)}
+
+
+def saved(commit: str, values: dict[tuple[str, str], float], metric: str = "instructions", torch: str | None = None,
+          kernel: str | None = None, valgrind: str | None = None, method: int | None = None,
+          testing: dict | None = None, dirty: bool = False) -> dict:
+    """A result of `commit` whose (phase, implementation) medians are `values` (instructions, or seconds)."""
+    result = copy.deepcopy(TEMPLATES[metric])
+    result["commit_info"].update(id=commit, dirty=dirty)
+    machine = result["machine_info"]["phasebench"]
+    if torch:
+        machine["torch"] = torch
+    if kernel:
+        result["machine_info"]["release"] = kernel
+    if valgrind:
+        machine["count"]["valgrind"] = valgrind
+    if method:
+        machine["method"] = method
+    if testing:
+        machine["testing"] = testing
+    kept = []
+    for bench in result["benchmarks"]:
+        key = (bench["extra_info"]["phase"], bench["extra_info"]["implementation"])
+        if key not in values:
+            continue
+        value = values[key]
+        if metric == "instructions":
+            bench["extra_info"]["instructions"] = [value, value, value]
+            bench["stats"].update(median=value * 1e-9, data=[value * 1e-9] * 3)
+        else:
+            bench["stats"].update(median=value, data=[value])
+        kept.append(bench)
+    result["benchmarks"] = kept
+    return result
+
+
+def write(folder: Path, name: str, result: dict) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result), encoding="utf8")
+    return path
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def scratch_repo(path: Path, commits: int, side_branch: bool = False) -> tuple[list[str], str | None]:
+    """A repository of `commits` empty commits on main (oldest first); with side_branch, one more commit on a
+    branch merged into main after the second, which first-parent history does not hold."""
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "t@example.invalid")
+    git(path, "config", "user.name", "t")
+    shas, side = [], None
+    for n in range(commits):
+        git(path, "commit", "-q", "--allow-empty", "-m", f"commit {n}")
+        shas.append(git(path, "rev-parse", "HEAD"))
+        if side_branch and n == 1:
+            git(path, "checkout", "-q", "-b", "side")
+            git(path, "commit", "-q", "--allow-empty", "-m", "on the side")
+            side = git(path, "rev-parse", "HEAD")
+            git(path, "checkout", "-q", "main")
+            git(path, "merge", "-q", "--no-ff", "-m", "merge side", "side")
+            shas.append(git(path, "rev-parse", "HEAD"))
+    return shas, side
+
+
+def history(paths: list[Path], repo: Path, by: str = "commit", spreads: dict | None = None):
+    reading = points.read([str(p) for p in paths], by=by)
+    built, notes = series_mod.build(reading.points, series_mod.Order(by, repo), spreads or {})
+    return {(s.key.phase, s.key.implementation, s.key.metric): s for s in built}, built, reading.left_out + notes
+
+
+COUNTS = {("backward", "python"): 63_600_000.0, ("backward", "cpp"): 63_500_000.0,
+          ("loss", "python"): 25_000.0, ("loss", "cpp"): 9_500.0}
+
+
+def test_one_series_per_case_ordered_along_first_parent_history(tmp_path):
+    shas, side = scratch_repo(tmp_path / "repo", 4, side_branch=True)
+    results = tmp_path / "results"
+    # Written newest first, two runs of one commit, one of a commit only the merged branch holds.
+    paths = [write(results, f"{n:04d}_run.json", saved(sha, COUNTS)) for n, sha in enumerate(reversed(shas))]
+    paths.append(write(results, "again.json", saved(shas[0], COUNTS)))
+    paths.append(write(results, "side.json", saved(side, COUNTS)))
+    found, built, notes = history([results], tmp_path / "repo")
+    assert len(built) == 4  # backward and loss, python and cpp: one series each
+    backward = found[("backward", "python", "instructions")]
+    assert [p.x for p in backward.positions] == shas
+    assert [len(runs) for runs in backward.runs] == [2, 1, 1, 1, 1]
+    assert backward.values == [63_600_000.0] * 5
+    assert any("not on the first-parent history" in note and "side.json" in note for note in notes)
+
+
+def test_series_are_split_by_metric_method_and_machine_and_say_why(tmp_path):
+    shas, _ = scratch_repo(tmp_path / "repo", 3)
+    times = {key: 0.001 for key in COUNTS}
+    paths = [write(tmp_path, "a.json", saved(shas[0], COUNTS)),
+             write(tmp_path, "b.json", saved(shas[1], COUNTS, valgrind="valgrind-3.22.0")),
+             write(tmp_path, "c.json", saved(shas[0], times, metric="time")),
+             write(tmp_path, "d.json", saved(shas[1], times, metric="time", kernel="6.1.0-other")),
+             write(tmp_path, "e.json", saved(shas[2], times, metric="time", method=2))]
+    _, built, _ = history(paths, tmp_path / "repo")
+    backward_python = [s for s in built if (s.key.phase, s.key.implementation) == ("backward", "python")]
+    assert len(backward_python) == 5  # two count machines, two time machines, one time method
+    assert all(len(s.positions) == 1 for s in backward_python)
+    lines = "\n".join(series_mod.splits(built))
+    assert "split on valgrind" in lines and "valgrind-3.22.0" in lines
+    assert "split on kernel" in lines and "6.1.0-other" in lines
+    assert "split on method" in lines
+    assert "times and instruction counts are separate series" in lines
+
+
+def test_count_change_points_beyond_the_count_gates_threshold(tmp_path):
+    shas, _ = scratch_repo(tmp_path / "repo", 5)
+    paths = []
+    for n, sha in enumerate(shas):
+        values = dict(COUNTS)
+        if n >= 3:  # a 2 % step in python's backward at the fourth commit
+            values[("backward", "python")] *= 1.02
+        values[("backward", "cpp")] *= 1 + 0.001 * n  # steps of 0.1 %: under the gate's threshold
+        paths.append(write(tmp_path, f"{n}.json", saved(sha, values)))
+    found, _, _ = history(paths, tmp_path / "repo", spreads=changes.default_count_spreads())
+    steps = found[("backward", "python", "instructions")].changes
+    assert [(s.range, round(s.change.change_pct, 3)) for s in steps] == [(f"{shas[2][:7]}..{shas[3][:7]}", 2.0)]
+    assert steps[0].change.threshold_pct == 0.5  # the gate's minimum: the case's measured spread is tiny
+    assert not steps[0].confirmed  # each neighbour ran once
+    assert found[("backward", "cpp", "instructions")].changes == []
+
+
+def test_a_change_point_is_confirmed_by_reruns_of_both_neighbours(tmp_path):
+    shas, _ = scratch_repo(tmp_path / "repo", 3)
+    paths = []
+    for n, sha in enumerate(shas):
+        for run in range(2):
+            values = {key: value * (1.05 if n == 2 else 1.0) * (1 + 1e-5 * run) for key, value in COUNTS.items()}
+            paths.append(write(tmp_path, f"{n}-{run}.json", saved(sha, values)))
+    found, _, _ = history(paths, tmp_path / "repo")
+    (step,) = found[("loss", "cpp", "instructions")].changes
+    assert step.confirmed and step.range == f"{shas[1][:7]}..{shas[2][:7]}"
+
+
+def test_time_change_point_found_at_its_commit_and_none_in_noise(tmp_path):
+    shas, _ = scratch_repo(tmp_path / "repo", 14)
+    rng = random.Random(3)
+    paths = []
+    for n, sha in enumerate(shas):
+        values = {("backward", "python"): 0.0015 * (1.3 if n >= 8 else 1.0) * rng.lognormvariate(0, 0.02),
+                  ("backward", "cpp"): 0.0014 * rng.lognormvariate(0, 0.02)}
+        paths.append(write(tmp_path, f"{n}.json", saved(sha, values, metric="time")))
+    found, _, _ = history(paths, tmp_path / "repo")
+    (step,) = found[("backward", "python", "time")].changes
+    assert step.range == f"{shas[7][:7]}..{shas[8][:7]}"
+    assert 25 < step.change.change_pct < 35
+    assert found[("backward", "cpp", "time")].changes == []
+
+
+def test_ordered_by_torch_version_with_cuda_builds_apart(tmp_path):
+    paths = [write(tmp_path, f"{n}.json", saved("0" * 40, COUNTS, metric="time", torch=torch))
+             for n, torch in enumerate(("2.10.0+cu130", "2.9.1+cu128", "2.14.1+cu130", "2.10.0+cpu"))]
+    reading = points.read([str(p) for p in paths], by="torch")
+    built, _ = series_mod.build(reading.points, series_mod.Order("torch"), {})
+    backward = [s for s in built if (s.key.phase, s.key.implementation) == ("backward", "python")]
+    assert sorted([p.x for p in s.positions] for s in backward) == [["2.10.0+cpu"],
+                                                                    ["2.9.1+cu128", "2.10.0+cu130", "2.14.1+cu130"]]
+
+
+def test_testing_runs_and_dirty_trees_are_left_out_with_their_reason(tmp_path):
+    shas, _ = scratch_repo(tmp_path / "repo", 1)
+    write(tmp_path / "r", "slowed.json", saved(shas[0], COUNTS, testing={"slow_phase": "python/loss:1000work"}))
+    write(tmp_path / "r", "dirty.json", saved(shas[0], COUNTS, dirty=True))
+    write(tmp_path / "r", "not-a-result.json", {"spread_pct": {}})
+    reading = points.read([str(tmp_path / "r")])
+    assert reading.points == []
+    assert sorted(line.split(": ", 1)[1].split(" (")[0] for line in reading.left_out) == [
+        "a testing run", "run on a tree with uncommitted changes"]
+    assert len(points.read([str(tmp_path / "r")], dirty=True).points) == 4
+
+
+def test_the_command_prints_a_line_per_phase_and_writes_the_page(tmp_path, capsys):
+    shas, _ = scratch_repo(tmp_path / "repo", 3)
+    for n, sha in enumerate(shas):
+        write(tmp_path / "results", f"{n}.json", saved(sha, {k: v * (1.1 if n == 2 else 1) for k, v in COUNTS.items()}))
+    out = tmp_path / "page.html"
+    assert cli.main([str(tmp_path / "results"), "--repo", str(tmp_path / "repo"), "--html", str(out)]) == 0
+    printed = capsys.readouterr().out
+    line = next(text for text in printed.splitlines() if text.strip().startswith("loss python"))
+    assert "3 pts" in line and "latest" in line and "+10.0 %" in line and f"{shas[1][:7]}..{shas[2][:7]}" in line
+    html = out.read_text(encoding="utf8")
+    assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "https://" not in html
+    assert html.count('class="point"') == 12  # 2 phases x 2 implementations x 3 commits
+    assert page.SCRIPT.strip() in html
+    assert cli.main([str(tmp_path / "repo"), "--repo", str(tmp_path / "repo")]) == 2  # no result there
+
+
+@pytest.mark.parametrize(("values", "expected"), [([1e6] * 4, []), ([1e6, 1e6, 1.006e6, 1.006e6], [2])])
+def test_count_changes_alone(values, expected):
+    assert [c.index for c in changes.count_changes(values, 0.5)] == expected

@@ -1,0 +1,138 @@
+"""The history's CI steps run here (.ci/history-publish fetch, record, page, push, as
+.github/workflows/benchmark-history.yml runs them), against a scratch "origin" (a bare repository) with the fake
+build and pytest of tests/test_history_run.py: the first push to main starts the history branch, the second
+appends to it and the page shows both commits and the step between them; the workflows call exactly these steps.
+Needs no Valgrind and no GitHub (a few seconds)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_history import COUNTED, git, template
+from tests.test_history_run import FAKE_PYTEST
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / ".ci/history-publish"
+WORKFLOWS = ROOT / ".github/workflows"
+SHELLCHECK = Path(sys.executable).parent / "shellcheck"
+
+
+def commit(repo: Path, message: str, files: dict[str, str]) -> str:
+    for name, content in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(content)
+        git(repo, "add", name)
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def runner(tmp_path):
+    """A bare origin with one commit on main, a clone of it (the runner's checkout) and the steps' environment."""
+    origin, seed = tmp_path / "origin.git", tmp_path / "seed"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    git(tmp_path, "init", "-q", "-b", "main", str(seed))
+    git(seed, "config", "user.email", "t@example.invalid")
+    git(seed, "config", "user.name", "t")
+    commit(seed, "the suite", {"cpp/cost": "100", "phasebench/plugin.py": 'OPTION = "--count"\n'})
+    git(seed, "remote", "add", "origin", str(origin))
+    git(seed, "push", "-q", "origin", "main")
+    (tmp_path / "template.json").write_text(json.dumps(template(COUNTED)))
+    (tmp_path / "fake_pytest.py").write_text(FAKE_PYTEST)
+    env = {**os.environ, "HISTORY_WORK": str(tmp_path / "work"), "HISTORY_VENV": str(Path(sys.executable).parents[1]),
+           "HISTORY_MNIST_ROOT": str(tmp_path / "data"), "HISTORY_BUILD": "true",
+           "HISTORY_PYTEST": f"{sys.executable} {tmp_path / 'fake_pytest.py'}",
+           "FAKE_TEMPLATE": str(tmp_path / "template.json"), "FAKE_CALLS": str(tmp_path / "calls"),
+           "GIT_AUTHOR_NAME": "ci", "GIT_AUTHOR_EMAIL": "ci@example.invalid"}
+    return tmp_path, origin, seed, env
+
+
+def workflow_run(tmp_path: Path, origin: Path, env: dict, name: str) -> dict[str, subprocess.CompletedProcess]:
+    """One run of the workflow's steps on a fresh clone of origin's main (as actions/checkout makes it)."""
+    checkout = tmp_path / f"checkout-{name}"
+    git(tmp_path, "clone", "-q", str(origin), str(checkout))
+    history, site = tmp_path / f"history-{name}", tmp_path / f"site-{name}"
+    env = env | {"HISTORY_REPO": str(checkout)}
+    done = {}
+    for step, args in (("fetch", [history]), ("record", [history]), ("page", [history, site]), ("push", [history])):
+        done[step] = subprocess.run(["bash", str(SCRIPT), step, *map(str, args)], capture_output=True, text=True,
+                                    env=env, timeout=120)
+        assert done[step].returncode == 0, (step, done[step].stdout, done[step].stderr)
+    return done
+
+
+def test_two_pushes_to_main_make_a_history_on_its_branch_and_a_page(runner):
+    tmp_path, origin, seed, env = runner
+    first_sha = git(seed, "rev-parse", "HEAD")
+    first = workflow_run(tmp_path, origin, env, "1")
+    assert "starts it" in first["fetch"].stdout
+    assert git(origin, "ls-tree", "-r", "--name-only", "history").splitlines().count("runs-instructions.tsv") == 1
+    series = [name for name in git(origin, "ls-tree", "-r", "--name-only", "history").splitlines()
+              if name.startswith("instructions/")]
+    assert len(series) == 4 and all(name.endswith(".json") for name in series)
+    site = tmp_path / "site-1"
+    assert (site / "index.html").read_text().count('class="point"') == 4
+    assert "this commit: ran" in (site / "summary.md").read_text()
+
+    # A docs-only push and a push with a 10 % step: the second run records both, the first as same-tree.
+    commit(seed, "docs", {"docs/a.md": "a"})
+    step_sha = commit(seed, "a 10 % step", {"cpp/cost": "110"})
+    git(seed, "push", "-q", "origin", "main")
+    second = workflow_run(tmp_path, origin, env, "2")
+    assert "holds history" in second["fetch"].stdout
+    rows = [line.split("\t") for line in git(origin, "show", "history:runs-instructions.tsv").splitlines()[1:]]
+    assert [(row[0], row[1]) for row in rows] == [(first_sha, "ran"), (git(seed, "rev-parse", "HEAD~1"), "same-tree"),
+                                                  (step_sha, "ran")]
+    html = (tmp_path / "site-2/index.html").read_text()
+    assert html.count('class="point"') == 8
+    assert f"{first_sha[:7]}..{step_sha[:7]}" in (tmp_path / "site-2/history.txt").read_text()
+    assert len(git(origin, "log", "--format=%H", "history").splitlines()) == 2
+
+    # A run with nothing new pushes nothing.
+    third = workflow_run(tmp_path, origin, env, "3")
+    assert "nothing new to push" in third["push"].stdout
+    assert len(git(origin, "log", "--format=%H", "history").splitlines()) == 2
+
+
+def test_a_history_with_no_series_still_has_a_page(runner):
+    tmp_path, origin, _, env = runner
+    done = workflow_run(tmp_path, origin, env | {"HISTORY_BUILD": "false"}, "broken")
+    assert "build-failed" in done["record"].stdout
+    page = (tmp_path / "site-broken/index.html").read_text()
+    assert "No series yet" in page
+    assert "build-failed" in (tmp_path / "site-broken/summary.md").read_text()
+
+
+def steps_of(workflow: str) -> list[str]:
+    """The `run:` commands of a workflow, in order."""
+    return [m.group(1).strip() for m in re.finditer(r"^\s+run: (.+)$", workflow, flags=re.M)]
+
+
+def test_the_workflows_run_these_steps_with_the_permissions_they_need():
+    history = (WORKFLOWS / "benchmark-history.yml").read_text()
+    steps = [s for s in steps_of(history) if "history-publish" in s]
+    assert [s.split("history-publish ")[1].split()[0] for s in steps] == ["fetch", "record", "record", "page", "push"]
+    assert "record \"$RUNNER_TEMP/history\" --time" in steps[2]
+    assert "actions/upload-pages-artifact@" in history and "actions/deploy-pages@" in history
+    assert "fetch-depth: 0" in history and "contents: write" in history
+    assert "pages: write" in history and "id-token: write" in history and "name: github-pages" in history
+    benchmark = (WORKFLOWS / "benchmark.yml").read_text()
+    assert "uses: ./.github/workflows/benchmark-history.yml" in benchmark
+    caller = benchmark[benchmark.index("  history:"):]
+    assert all(p in caller for p in ("contents: write", "pages: write", "id-token: write"))
+    assert "branches: [main]" in benchmark and "workflow_dispatch:" in benchmark
+    compare = (WORKFLOWS / "benchmark-compare.yml").read_text()
+    assert "github.io" in compare and "[the history]" in compare
+
+
+@pytest.mark.skipif(not SHELLCHECK.exists(), reason="shellcheck is not installed (requirements.txt pins it)")
+def test_the_script_passes_shellcheck():
+    done = subprocess.run([str(SHELLCHECK), str(SCRIPT)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout
