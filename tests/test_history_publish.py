@@ -82,7 +82,7 @@ def test_two_pushes_to_main_make_a_history_on_its_branch_and_a_page(runner):
     assert "this commit: ran" in (site / "summary.md").read_text()
 
     # A docs-only push and a push with a 10 % step: the second run records both, the first as same-tree.
-    commit(seed, "docs", {"docs/a.md": "a"})
+    commit(seed, "docs", {"guide/a.md": "a"})
     step_sha = commit(seed, "a 10 % step", {"cpp/cost": "110"})
     git(seed, "push", "-q", "origin", "main")
     second = workflow_run(tmp_path, origin, env, "2")

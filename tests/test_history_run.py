@@ -52,10 +52,10 @@ sys.exit(1 if Path("bench/fail-one").exists() else 0)
 COMMITS = [
     ("the suite, no count mode", {"cpp/cost": "100", "phasebench/plugin.py": "# no counting\n"}),
     ("the count mode", {"phasebench/plugin.py": 'OPTION = "--count"\n'}),
-    ("docs only", {"docs/a.md": "a\n"}),
+    ("docs only", {"guide/a.md": "a\n"}),
     ("a code change that costs nothing", {"bench/test_x.py": "# x\n"}),
     ("a 10 % step", {"cpp/cost": "110"}),
-    ("docs only again", {"docs/a.md": "b\n"}),
+    ("docs only again", {"guide/a.md": "b\n"}),
     ("the build breaks", {"cpp/broken": "1"}),
     ("the build mended, an option removed", {"cpp/broken": None, "bench/no-option": "1"}),
     ("the option back, one case fails", {"bench/no-option": None, "bench/fail-one": "1"}),
