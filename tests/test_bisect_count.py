@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_history import git
+from tests.scratch_git import commit, git, new_repo
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / ".ci/bisect-count"
@@ -36,22 +36,8 @@ COMMITS = [
 
 @pytest.fixture
 def repo(tmp_path) -> tuple[Path, list[str]]:
-    path = tmp_path / "repo"
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "t@example.invalid")
-    git(path, "config", "user.name", "t")
-    shas = []
-    for message, files in COMMITS:
-        for name, content in files.items():
-            if content is None:
-                git(path, "rm", "-q", name)
-            else:
-                (path / name).write_text(content)
-                git(path, "add", name)
-        git(path, "commit", "-q", "-m", message)
-        shas.append(git(path, "rev-parse", "HEAD"))
-    return path, shas
+    path = new_repo(tmp_path / "repo")
+    return path, [commit(path, message, files) for message, files in COMMITS]
 
 
 def environment(tmp_path: Path, repo: Path) -> dict:

@@ -7,13 +7,13 @@ from __future__ import annotations
 import copy
 import json
 import random
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from phasebench.history import changes, cli, page, points
 from phasebench.history import series as series_mod
+from tests.scratch_git import git, new_repo
 
 ROOT = Path(__file__).resolve().parents[1]
 COUNTED = ROOT / "docs/instruction-counts/study-e677c9f/spread/01.json"  # --count instructions, method 3
@@ -71,17 +71,10 @@ def write(folder: Path, name: str, result: dict) -> Path:
     return path
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
-
-
 def scratch_repo(path: Path, commits: int, side_branch: bool = False) -> tuple[list[str], str | None]:
     """A repository of `commits` empty commits on main (oldest first); with side_branch, one more commit on a
     branch merged into main after the second, which first-parent history does not hold."""
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "t@example.invalid")
-    git(path, "config", "user.name", "t")
+    new_repo(path)
     shas, side = [], None
     for n in range(commits):
         git(path, "commit", "-q", "--allow-empty", "-m", f"commit {n}")

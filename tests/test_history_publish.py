@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_history import COUNTED, git, template
+from tests.scratch_git import commit, git, new_repo
+from tests.test_history import COUNTED, template
 from tests.test_history_run import FAKE_PYTEST
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,23 +25,12 @@ WORKFLOWS = ROOT / ".github/workflows"
 SHELLCHECK = Path(sys.executable).parent / "shellcheck"
 
 
-def commit(repo: Path, message: str, files: dict[str, str]) -> str:
-    for name, content in files.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(content)
-        git(repo, "add", name)
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
-
-
 @pytest.fixture
 def runner(tmp_path):
     """A bare origin with one commit on main, a clone of it (the runner's checkout) and the steps' environment."""
     origin, seed = tmp_path / "origin.git", tmp_path / "seed"
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
-    git(tmp_path, "init", "-q", "-b", "main", str(seed))
-    git(seed, "config", "user.email", "t@example.invalid")
-    git(seed, "config", "user.name", "t")
+    new_repo(seed)
     commit(seed, "the suite", {"cpp/cost": "100", "phasebench/plugin.py": 'OPTION = "--count"\n'})
     git(seed, "remote", "add", "origin", str(origin))
     git(seed, "push", "-q", "origin", "main")

@@ -16,7 +16,8 @@ import pytest
 
 from phasebench.history import cli, points
 from phasebench.history import series as series_mod
-from tests.test_history import COUNTED, COUNTS, git, saved, scratch_repo, template, write
+from tests.scratch_git import commit, new_repo
+from tests.test_history import COUNTED, COUNTS, saved, scratch_repo, template, write
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / ".ci/history-run"
@@ -63,23 +64,8 @@ COMMITS = [
 
 
 def scratch(path: Path) -> list[str]:
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "t@example.invalid")
-    git(path, "config", "user.name", "t")
-    shas = []
-    for message, files in COMMITS:
-        for name, content in files.items():
-            file = path / name
-            if content is None:
-                git(path, "rm", "-q", name)
-                continue
-            file.parent.mkdir(parents=True, exist_ok=True)
-            file.write_text(content)
-            git(path, "add", name)
-        git(path, "commit", "-q", "-m", message)
-        shas.append(git(path, "rev-parse", "HEAD"))
-    return shas
+    new_repo(path)
+    return [commit(path, message, files) for message, files in COMMITS]
 
 
 @pytest.fixture

@@ -15,7 +15,14 @@ PB_ABI_VERSION = 7  # cpp/include/phasebench.h: these bindings' structs and sign
 IMAGE_FLOATS = 28 * 28
 
 
-class Options(ctypes.Structure):
+class SizedStructure(ctypes.Structure):
+    """A struct whose first field, struct_size, is its size: the library refuses one of another size (another ABI)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(ctypes.sizeof(type(self)), *args, **kwargs)
+
+
+class Options(SizedStructure):
     _fields_ = [
         ("struct_size", ctypes.c_int64),
         ("data_root", ctypes.c_char_p),
@@ -30,20 +37,14 @@ class Options(ctypes.Structure):
         ("step", ctypes.c_char_p),
     ]
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(ctypes.sizeof(Options), *args, **kwargs)
 
-
-class TrainOptions(ctypes.Structure):
+class TrainOptions(SizedStructure):
     _fields_ = [
         ("struct_size", ctypes.c_int64),
         ("epochs", ctypes.c_int32),
         ("synchronize", ctypes.c_int32),
         ("max_steps", ctypes.c_int64),
     ]
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(ctypes.sizeof(TrainOptions), *args, **kwargs)
 
 
 class TrainTotals(ctypes.Structure):
