@@ -62,6 +62,7 @@ def test_one_phase_is_counted_in_both_languages(pytestconfig, cpp_library, tmp_p
         machine = saved["machine_info"]["phasebench"]
         assert machine["metric"] == "instructions" and machine["count"]["pins"]["ATEN_CPU_CAPABILITY"] == "avx2"
         assert machine["count"]["cpu_capability"] == "AVX2" and machine["count"]["valgrind"].startswith("valgrind-")
+        assert machine["count"]["glibc"] == os.confstr("CS_GNU_LIBC_VERSION").split()[1]
         [bench] = saved["benchmarks"]
         cases[bench["extra_info"]["language"]] = bench
     assert set(cases) == {"python", "cpp"}

@@ -32,7 +32,8 @@ TEMPLATES = {"instructions": template(COUNTED), "time": template(TIMED)}
 
 
 def saved(commit: str, values: dict[tuple[str, str], float], metric: str = "instructions", torch: str | None = None,
-          kernel: str | None = None, valgrind: str | None = None, method: int | None = None,
+          kernel: str | None = None, valgrind: str | None = None, glibc: str | None = None,
+          method: int | None = None,
           testing: dict | None = None, dirty: bool = False) -> dict:
     """A result of `commit` whose (phase, implementation) medians are `values` (instructions, or seconds)."""
     result = copy.deepcopy(TEMPLATES[metric])
@@ -44,6 +45,8 @@ def saved(commit: str, values: dict[tuple[str, str], float], metric: str = "inst
         result["machine_info"]["release"] = kernel
     if valgrind:
         machine["count"]["valgrind"] = valgrind
+    if glibc:
+        machine["count"]["glibc"] = glibc
     if method:
         machine["method"] = method
     if testing:
@@ -132,6 +135,22 @@ def test_series_are_split_by_metric_method_and_machine_and_say_why(tmp_path):
     assert "split on kernel" in lines and "6.1.0-other" in lines
     assert "split on method" in lines
     assert "times and instruction counts are separate series" in lines
+
+
+def test_a_count_that_records_no_glibc_takes_the_one_it_is_said_to_have_run_with(tmp_path):
+    shas, _ = scratch_repo(tmp_path / "repo", 3)
+    paths = [write(tmp_path, "old.json", saved(shas[0], COUNTS)),  # counted before glibc was recorded
+             write(tmp_path, "new.json", saved(shas[1], COUNTS, glibc="2.36")),
+             write(tmp_path, "other.json", saved(shas[2], COUNTS, glibc="2.41"))]
+    reading = points.read([str(p) for p in paths], count_glibc="2.36")
+    glibc = {Path(p.source).name: dict(p.key.machine)["glibc"] for p in reading.points}
+    assert glibc == {"old.json": "2.36", "new.json": "2.36", "other.json": "2.41"}
+    built, _ = series_mod.build(reading.points, series_mod.Order("commit", tmp_path / "repo"), {})
+    joined = [s for s in built if (s.key.phase, s.key.implementation) == ("loss", "cpp")]
+    assert sorted(len(s.positions) for s in joined) == [1, 2]  # 2.36 joined, 2.41 apart
+    assert "split on glibc" in "\n".join(series_mod.splits(built))
+    unsaid = points.read([str(paths[0])])
+    assert {dict(p.key.machine)["glibc"] for p in unsaid.points} == {"unrecorded"}
 
 
 def test_count_change_points_beyond_the_count_gates_threshold(tmp_path):

@@ -62,9 +62,9 @@ def default_paths() -> list[str]:
     return [results.DEFAULT_STORAGE.removeprefix("file://")]
 
 
-def append(prog: str, paths: list[str], folder: Path, dirty: bool) -> int:
+def append(prog: str, paths: list[str], folder: Path, dirty: bool, count_glibc: str | None) -> int:
     """--append: the runs under `paths` into compact series under `folder`; one line per file written."""
-    reading = points.read(paths, by="commit", dirty=dirty)
+    reading = points.read(paths, by="commit", dirty=dirty, count_glibc=count_glibc)
     for note in reading.left_out:
         print(f"left out: {note}")
     if not reading.points:
@@ -93,14 +93,17 @@ def main(argv=None) -> int:
     parser.add_argument("--append", type=Path, metavar="DIR",
                         help="append the runs read to compact series under DIR (one small file per series) and "
                              "build nothing else; exit status 2 where no run could be read")
+    parser.add_argument("--count-glibc", metavar="VERSION",
+                        help="the glibc version of counted runs that record none (counted before the count mode "
+                             "recorded it), for their series' key; .ci/history-run passes the machine's own")
     args = parser.parse_args(argv)
     paths = args.paths or default_paths()
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
         parser.error(f"no such file or folder: {', '.join(missing)}")
     if args.append:
-        return append(parser.prog, paths, args.append, args.dirty)
-    reading = points.read(paths, by=args.by, dirty=args.dirty)
+        return append(parser.prog, paths, args.append, args.dirty, args.count_glibc)
+    reading = points.read(paths, by=args.by, dirty=args.dirty, count_glibc=args.count_glibc)
     try:
         order = series_mod.Order(args.by, args.repo, args.rev)
     except (OSError, subprocess.CalledProcessError) as error:

@@ -15,6 +15,7 @@ these files beside pytest-benchmark's own.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import re
@@ -77,13 +78,15 @@ def torch_kind(torch: str | None) -> str:
     return "cuda" if local.startswith("cu") else "rocm" if local.startswith("rocm") else "cpu"
 
 
-def machine_key(machine: schema.MachineInfo, platform: dict, device: str, threads, by: str) -> tuple:
-    """The (name, value) pairs a series of this result is keyed on (the module's docstring)."""
+def machine_key(machine: schema.MachineInfo, platform: dict, device: str, threads, by: str,
+                count_glibc: str | None = None) -> tuple:
+    """The (name, value) pairs a series of this result is keyed on (the module's docstring); `count_glibc` stands
+    for the glibc of a count that does not record its own (one counted before the count mode recorded it)."""
     torch = ("torch build", torch_kind(machine.torch)) if by == "torch" else ("torch", machine.torch)
     if (machine.metric or "time") == "instructions":
         count = machine.count or {}
         pins = " ".join(f"{name}={value}" for name, value in sorted((count.get("pins") or {}).items()))
-        return (("valgrind", count.get("valgrind")), ("glibc", count.get("glibc") or "unrecorded"),
+        return (("valgrind", count.get("valgrind")), ("glibc", count.get("glibc") or count_glibc or "unrecorded"),
                 ("CPU capability", count.get("cpu_capability")), torch, ("pins", pins or None))
     pairs = [("CPU", machine.cpu or platform["cpu_brand"]), ("cores", platform["cores"]),
              ("kernel", platform["kernel"]), torch, ("threads", threads)]
@@ -118,10 +121,10 @@ def result_files(paths: list[str]) -> list[Path]:
     return found
 
 
-def read(paths: list[str], by: str = "commit", dirty: bool = False) -> Reading:
+def read(paths: list[str], by: str = "commit", dirty: bool = False, count_glibc: str | None = None) -> Reading:
     """The points of every saved result under `paths`; what cannot be read, a testing run (its knobs slow phases on
     purpose) and, unless `dirty`, a run of a tree with changes not committed (its code is no commit's) are left
-    out, each said why."""
+    out, each said why. `count_glibc`: the glibc version of counts that record none (machine_key)."""
     reading = Reading()
     for path in result_files(paths):
         try:
@@ -146,11 +149,12 @@ def read(paths: list[str], by: str = "commit", dirty: bool = False) -> Reading:
         if commit_info.get("dirty") and not dirty:
             reading.left_out.append(f"{path}: run on a tree with uncommitted changes (--dirty keeps it)")
             continue
-        reading.points += points_of(result, machine, str(path), by)
+        reading.points += points_of(result, machine, str(path), by, count_glibc)
     return reading
 
 
-def points_of(result: dict, machine: schema.MachineInfo, source: str, by: str) -> list[Point]:
+def points_of(result: dict, machine: schema.MachineInfo, source: str, by: str,
+              count_glibc: str | None = None) -> list[Point]:
     platform = platform_of(result)
     metric = machine.metric or "time"
     commit = (result.get("commit_info") or {}).get("id")
@@ -169,7 +173,7 @@ def points_of(result: dict, machine: schema.MachineInfo, source: str, by: str) -
             value, rounds = float(statistics.median(counted)), tuple(float(c) for c in counted)
         else:
             value, rounds = float(stats["median"]), tuple(float(v) for v in stats.get("data") or ())
-        key = SeriesKey(machine_key(machine, platform, device, threads, by), machine.method, metric, device,
+        key = SeriesKey(machine_key(machine, platform, device, threads, by, count_glibc), machine.method, metric, device,
                         workload, implementation, phase)
         found.append(Point(source, key, commit if commit and commit != "unknown" else None, machine.torch,
                            value, rounds, bench.get("fullname") or "", getattr(info, "language", None),
@@ -222,6 +226,14 @@ def append(found: list[Point], folder: Path) -> dict[Path, int]:
         if any(name == "torch build" for name, _ in point.key.machine):
             raise ValueError("compact series hold points keyed by commit (read with by='commit')")
         by_file.setdefault(folder / series_file(point.key), []).append(point)
+    folder.mkdir(parents=True, exist_ok=True)
+    # Two history runs may append to one folder at once (each file is read, extended and replaced).
+    with open(folder / ".append.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _append_locked(by_file, folder)
+
+
+def _append_locked(by_file: dict[Path, list[Point]], folder: Path) -> dict[Path, int]:
     added = {}
     for path, points in by_file.items():
         first = points[0]

@@ -60,7 +60,7 @@ def machine_info(prefix: list[str], probed: bool) -> dict:
         "threads": 1,
         "metric": counting.METRIC, "unit": counting.UNIT,
         "count": {"bracket": counting.BRACKET, "valgrind": counting.valgrind_version(),
-                  "valgrind_options": list(counting.VALGRIND_OPTIONS), "pins": dict(counting.PINS),
+                  "glibc": counting.glibc_version(), "valgrind_options": list(counting.VALGRIND_OPTIONS), "pins": dict(counting.PINS),
                   "aslr_off": bool(prefix), "cpu_capability": pinned_capability() if probed else None,
                   "not_pinned": "glibc's ifunc choices (memcpy, strlen: Valgrind's CPUID, not the machine's) and "
                                 "vendor paths chosen at run time outside ATen, oneDNN and MKL's ISA switches"},

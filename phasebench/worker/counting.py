@@ -77,6 +77,15 @@ def valgrind_version() -> str | None:
     return done.stdout.strip() or None
 
 
+def glibc_version() -> str | None:
+    """The C library's version (2.36) where it is glibc, else None: counts run glibc's own code (malloc, memcpy)."""
+    try:
+        name, _, version = os.confstr("CS_GNU_LIBC_VERSION").partition(" ")
+    except (ValueError, OSError, AttributeError):
+        return None
+    return version if name == "glibc" and version else None
+
+
 def aslr_off() -> list[str]:
     """`setarch <arch> -R` where it works here (ASLR off for the worker), else nothing."""
     setarch = shutil.which("setarch")
