@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -205,6 +206,19 @@ def test_ordered_by_torch_version_with_cuda_builds_apart(tmp_path):
     backward = [s for s in built if (s.key.phase, s.key.implementation) == ("backward", "python")]
     assert sorted([p.x for p in s.positions] for s in backward) == [["2.10.0+cpu"],
                                                                     ["2.9.1+cu128", "2.10.0+cu130", "2.14.1+cu130"]]
+
+
+def test_the_page_by_torch_version_gives_each_release_its_ratio_and_the_interpreters_share(tmp_path):
+    by_release = {"2.12.1+cu130": 1.25, "2.13.0+cu130": 2.0}  # python / cpp of loss
+    paths = [write(tmp_path, f"{n}.json", saved("0" * 40, {("loss", "python"): 10_000.0 * ratio,
+                                                           ("loss", "cpp"): 10_000.0}, torch=torch))
+             for n, (torch, ratio) in enumerate(by_release.items())]
+    reading = points.read([str(p) for p in paths], by="torch")
+    built, _ = series_mod.build(reading.points, series_mod.Order("torch"), {})
+    html = page.render(built, [], [], "torch")
+    rows = re.findall(r'<tr data-pair="python / cpp" data-x="([^"]+)">.*?<td>([\d.]+)×</td><td>([-\d.]+) %</td>', html)
+    assert rows == [("2.12.1+cu130", "1.250", "20.0"), ("2.13.0+cu130", "2.000", "50.0")]
+    assert "interpreter's share" not in page.render(built, [], [], "commit")  # along commits: the ratio chart alone
 
 
 def test_testing_runs_and_dirty_trees_are_left_out_with_their_reason(tmp_path):

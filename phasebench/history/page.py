@@ -31,6 +31,7 @@ h2{font-size:1.05em;margin-top:2em;border-bottom:1px solid #ccc}
 .chart h3{margin:.2em 0;font-size:1em}
 #filters label{margin-right:1em}
 .notes{color:#555;font-size:.9em}
+.shares{border-collapse:collapse;font-size:.85em;margin:.3em 0}.shares td,.shares th{padding:0 .6em;text-align:right}
 svg text{font:11px system-ui,sans-serif;fill:#333}
 .change line{stroke:#c00;stroke-dasharray:4 3}
 .change text{fill:#c00}
@@ -160,6 +161,18 @@ def ratios(members: list[Series]) -> dict[str, tuple[list[Position], list[float]
     return found
 
 
+def shares(ratio_lines: dict[str, tuple[list[Position], list[float]]]) -> str:
+    """Per release, each pair's ratio and the interpreter's share: the part of the Python implementation's cost
+    that its reference of the other language does not have, 1 - 1/ratio (negative where Python costs less)."""
+    rows = []
+    for name, (positions, values) in ratio_lines.items():
+        rows += [f'<tr data-pair="{escape(name)}" data-x="{escape(p.x)}"><td>{escape(name)}</td>'
+                 f'<td>{escape(p.short)}</td><td>{v:.3f}×</td><td>{100 * (1 - 1 / v):.1f} %</td></tr>'
+                 for p, v in zip(positions, values)]
+    return ('<table class="shares"><tr><th>pair</th><th>release</th><th>ratio</th><th>interpreter\'s share</th></tr>'
+            + "".join(rows) + "</table>")
+
+
 def card(phase: str, members: list[Series], metric: str, by: str) -> str:
     """A phase's card: its implementations' series on one axis (every position any of them has), their ratios."""
     axis = sorted({p.x: p for s in members for p in s.positions}.values(),
@@ -174,6 +187,8 @@ def card(phase: str, members: list[Series], metric: str, by: str) -> str:
     if ratio_lines:
         html.append(f'<div class="ratio"><span class="notes">ratio {escape(", ".join(ratio_lines))}</span>' + chart(ratio_lines, axis, metric, RATIO_HEIGHT, None,
                                                   title=f"{phase} ratio", unit_of=lambda v: f"{v:.2f}×", ratio=True) + "</div>")
+    if ratio_lines and by == "torch":
+        html.append(shares(ratio_lines))
     legend = " ".join(f'<span style="color:{colour(s.key.implementation, sorted(lines))}">●'
                       f' {escape(s.key.implementation)}</span>' for s in members)
     html.append(f'<div class="legend">{legend}</div></div>')
