@@ -34,8 +34,11 @@ if Path("bench/no-option").exists():
     print("pytest: error: unrecognized arguments: --count instructions", file=sys.stderr)
     sys.exit(4)
 result = json.loads(Path(os.environ["FAKE_TEMPLATE"]).read_text())
-result["commit_info"].update(id=subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                               check=True).stdout.strip(), dirty=False)
+def git(*args):
+    return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout.strip()
+# dirty as phasebench/provenance.py takes it: an untracked file (the venv's link, were it not excluded) counts.
+result["commit_info"].update(id=git("rev-parse", "HEAD"), dirty=bool(git("status", "--porcelain",
+                                                                         "--untracked-files=all")))
 result["datetime"] = f"run-{time.time_ns()}"
 cost = float(Path("cpp/cost").read_text())
 for bench in result["benchmarks"]:

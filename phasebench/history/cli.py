@@ -4,6 +4,7 @@ releases), its change points, and optionally the page (--html).
     python -m phasebench.history .benchmarks docs/instruction-counts          # along first-parent history of HEAD
     python -m phasebench.history --by torch results/releases --html out.html  # by torch version
     python -m phasebench.history out.json --append results/history            # out.json's runs into compact series
+    python -m phasebench.history results/history --unconfirmed                # the change points to re-run
 
 A folder of compact series (--append) is read like any other. With no path, pytest-benchmark's default storage (.benchmarks/ of the repository). Exit status 0, 2 on a usage
 error or where no series could be built. Imports no torch."""
@@ -58,6 +59,23 @@ def terminal(all_series: list[series_mod.Series], notes: list[str], split_lines:
     return "\n".join(lines) + "\n"
 
 
+def unconfirmed(all_series: list[series_mod.Series]) -> str:
+    """--unconfirmed: one tab-separated line per change point not yet confirmed (by commit): the commits before and
+    after it (full hashes), metric, device, workload ("-" for the default), implementation, phase, the change in
+    percent, and the runs of the case at the commit before and at the commit after (what .ci/history-confirm
+    re-runs)."""
+    lines = []
+    for s in all_series:
+        for found in s.changes:
+            if found.confirmed:
+                continue
+            runs = {position.x: len(at) for position, at in zip(s.positions, s.runs)}
+            lines.append("\t".join([found.before.x, found.after.x, s.key.metric, s.key.device, s.key.workload or "-",
+                                    s.key.implementation, s.key.phase, f"{found.change.change_pct:+.2f}",
+                                    str(runs[found.before.x]), str(runs[found.after.x])]))
+    return "".join(line + "\n" for line in lines)
+
+
 def default_paths() -> list[str]:
     return [results.DEFAULT_STORAGE.removeprefix("file://")]
 
@@ -96,7 +114,16 @@ def main(argv=None) -> int:
     parser.add_argument("--count-glibc", metavar="VERSION",
                         help="the glibc version of counted runs that record none (counted before the count mode "
                              "recorded it), for their series' key; .ci/history-run passes the machine's own")
+    parser.add_argument("--unconfirmed", action="store_true",
+                        help="print only the change points not yet confirmed, one tab-separated line each: commit "
+                             "before, commit after, metric, device, workload (- for the default), implementation, "
+                             "phase, change in percent, runs before, runs after (.ci/history-confirm reads them); "
+                             "exit status 0 where there are none")
     args = parser.parse_args(argv)
+    if args.unconfirmed and args.by != "commit":
+        parser.error("--unconfirmed lists change points between commits: it takes no --by torch")
+    if args.unconfirmed and (args.append or args.html):
+        parser.error("--unconfirmed prints the change points alone: it takes no --append or --html")
     paths = args.paths or default_paths()
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
@@ -111,8 +138,12 @@ def main(argv=None) -> int:
               f"{getattr(error, 'stderr', '') or error}", file=sys.stderr)
         return 2
     all_series, notes = series_mod.build(reading.points, order)
+    if args.unconfirmed and all_series:
+        sys.stdout.write(unconfirmed(all_series))
+        return 0
     split_lines = series_mod.splits(all_series)
-    sys.stdout.write(terminal(all_series, reading.left_out + notes, split_lines, args.by))
+    if not args.unconfirmed:
+        sys.stdout.write(terminal(all_series, reading.left_out + notes, split_lines, args.by))
     if not all_series:
         print(f"{parser.prog}: no series: no phasebench result under {', '.join(paths)} could be placed",
               file=sys.stderr)
