@@ -1,12 +1,15 @@
 """Every training phase, per implementation, device and workload, timed inside its worker (docs/method.md#what-is-measured; "Implementations and workloads").
 
-Each case records its worker's timer floor (the empty phase's median) and the phase's own CPU use, and
-checks, round by round, that the phase did its work (its product) and that no tensor an earlier round
-left was still alive when its clock started. Under --benchmark-disable each case runs a few rounds, so
-the test command checks every phase in both languages."""
+Each case records its worker's timer floor (the empty phase's median), the phase's own CPU use and what its
+counted rounds went through (each worker thread's CPU and context switches, the machine's steal time, Python's
+garbage collections, a canary at their start and end: docs/method.md#what-the-rounds-went-through), and checks,
+round by round, that the phase did its work (its product) and that no tensor an earlier round left was still alive
+when its clock started. Under --benchmark-disable each case runs a few rounds, so the test command checks every
+phase in both languages."""
 
 import functools
 import statistics
+import sys
 import time
 import types
 
@@ -19,7 +22,7 @@ from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
 from phasebench.spec import Workload
 from phasebench.utilization import phase_cpu, phase_faults
-from phasebench.worker.client import WorkerError, worker_clock
+from phasebench.worker.client import RoundRecords, WorkerError, worker_clock
 
 # pytest-benchmark reads the in-worker durations through this clock.
 pytestmark = pytest.mark.benchmark(timer=worker_clock)
@@ -158,13 +161,25 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
         pooled = lambda: worker_for(impl, device, workload)  # noqa: E731 (skips what cannot run here)
     rounds = Rounds(phase, settings, pooled, new_worker(impl, device, workload) if settings.processes > 1 else None)
     taken = []  # (worker, ns, PhaseRound) per round, warm-up included
+    # The rounds pytest-benchmark counts: after the warm-up (run through one_round with one worker), before the rounds
+    # the product checks add under CHECKED_ROUNDS; under --benchmark-disable, every round.
+    first = settings.warmup_rounds if settings.processes == 1 and not one_shot else 0
+    counted_rounds = range(first, first + settings.rounds) if benchmark.enabled else range(sys.maxsize)
+    # What they went through (docs/method.md#what-the-rounds-went-through), read in each worker just before the first
+    # counted round it runs and just after its last: not under --count (Valgrind's machine is not the program's).
+    records = None if settings.count else RoundRecords()
 
     def one_round():
         worker = rounds.next()
+        index = len(taken)
+        if records and index in counted_rounds:
+            records.open(worker)
         timed = worker.run_phase(phase)
         # --count instructions: the clock pytest-benchmark reads advances by the round's count (1e-9 each).
         worker_clock.advance(timed.counted["instructions"] if timed.counted else timed.ns)
         taken.append((worker, timed.ns, timed))
+        if records and (index == counted_rounds[-1] or (settings.processes > 1 and rounds.left == 0)):
+            records.close(worker)  # its last counted round: the rounds' last, or with --processes N its share's
 
     benchmark.group = phase
     schema.write(benchmark, schema.PhaseInfo, implementation=impl, language=registered.language,
@@ -179,6 +194,8 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
                                warmup_rounds=settings.warmup_rounds if settings.processes == 1 else 0, iterations=1)
         while len(taken) < CHECKED_ROUNDS and not one_shot:  # under --benchmark-disable
             one_round()
+        if records:
+            records.close_all()
         if one_shot:
             one_shot_problems = after_one_shot(fresh, phase)
     finally:
@@ -186,14 +203,11 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
         if one_shot:
             fresh.stop()
 
-    # The rounds pytest-benchmark counted: after the warm-up (run through one_round with one worker), before the rounds
-    # the product checks add under CHECKED_ROUNDS.
-    first = settings.warmup_rounds if settings.processes == 1 and not one_shot else 0
     counted = taken[first:first + settings.rounds] if benchmark.enabled else taken
     floors = [worker.timer_floor_ns for worker in rounds.workers]
     schema.write(benchmark, schema.PhaseInfo, timer_floor_s=statistics.median(floors) / 1e9,
                  timer_floors_s=[floor / 1e9 for floor in floors], **phase_cpu([timed for _, _, timed in counted]),
-                 **phase_faults([timed for _, _, timed in counted]))
+                 **phase_faults([timed for _, _, timed in counted]), **(records.figures() if records else {}))
     if settings.count:
         schema.write(benchmark, schema.CountedPhaseInfo,
                      **counted_info([timed.counted for _, _, timed in counted], rounds.workers))

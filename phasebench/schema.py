@@ -4,58 +4,21 @@ machine_info["phasebench"], the method that made them, and the one way to write 
 A benchmark case writes its record through write(); a key its record does not have is refused there, and again
 when the run is saved (check_saved, from the plugin's pytest_benchmark_update_json) and whenever a saved result is
 read (check_result, info_of, machine_of), naming the file and the benchmark. A leaf: it imports no torch and
-nothing of the suite beyond phasebench.spec and phasebench.method (tests/test_layers.py).
+nothing of the suite beyond phasebench.spec, phasebench.method and phasebench.record (the base records: a saved dict's
+typed form, and what every case records; tests/test_layers.py).
 
 The measurement method that made a result is phasebench/method.py's (METHOD_VERSION, re-exported here).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from phasebench import spec
 from phasebench.method import METHOD_VERSION
+from phasebench.record import Case, Record, SchemaError, Utilization  # noqa: F401  (re-exported: the format's base)
 
-
-class SchemaError(ValueError):
-    """A saved or written record with a key its kind does not have, or of a method this code cannot read."""
-
-
-@dataclass
-class Record:
-    """A saved dict's typed form: every field a key, None where it was not recorded."""
-
-    @classmethod
-    def keys(cls) -> tuple[str, ...]:
-        return tuple(field.name for field in dataclasses.fields(cls))
-
-    def as_dict(self) -> dict:
-        return {name: getattr(self, name) for name in self.keys()}
-
-
-# -- every case's extra_info ----------------------------------------------------------------------------------
-
-@dataclass
-class Utilization(Record):
-    """What phasebench/utilization.py records while the rounds run: the GPU's sampled use (null on cpu, without
-    NVML, or with --no-utilization) and the worker processes' CPU (null where no worker is the case's own)."""
-    gpu: dict | None = None
-    cpu: dict | None = None
-
-
-@dataclass
-class Case(Utilization):
-    """What every case records of itself: which implementation, device, phase and workload, and its rounds."""
-    implementation: str | None = None
-    device: str | None = None
-    phase: str | None = None
-    width: int | None = None
-    batch_size: int | None = None
-    workload: str | None = None  # the workload's id suffix ('' for the published workload)
-    rounds: int | None = None
-    warmup_rounds: int | None = None
-
+# -- every case's extra_info (beyond Utilization and Case, phasebench/record.py) ----------------------------------
 
 @dataclass
 class WorkerOverheadInfo(Case):
@@ -81,13 +44,38 @@ class PhaseInfo(Case):
     note: str | None = None  # the registry's note for the device
     threads: int | None = None
     processes: int | None = None
-    order: int | None = None  # its place in the run's rotation
+    order: int | None = None  # its place in its phase's run order (0 first), drawn from machine_info's order_seed
     timer_floor_s: float | None = None  # the median of the workers' empty-phase floors
     timer_floors_s: list | None = None
     phase_thread_cpu_cores: float | None = None
     phase_cpu_cores: float | None = None
     minor_faults_per_round: float | None = None
     major_faults_per_round: float | None = None
+    # What the counted rounds went through, read outside the clocks just before the first and just after the last
+    # (the window), alike in both languages (docs/method.md#what-the-rounds-went-through); null under --count.
+    rounds_window_s: float | None = None  # the window's wall seconds, in pytest: the rounds, their untimed
+    # preparation and their requests (with --processes N, from the first worker's opening to the last one's close)
+    # Per worker thread across the window: pid, tid (the main thread's is the pid; in the C++ worker, the host
+    # interpreter's thread that calls the library), name (its comm), cpu_s (its own CPU seconds, user and system, from
+    # its per-thread CPU clock, to the ns), voluntary_ctxt_switches and nonvoluntary_ctxt_switches (counts),
+    # cpu_migrations (count, or null where not counted), started (inside the window: figures from its start), ended
+    # (inside the window: figures null).
+    worker_threads: list | None = None
+    steal_s: float | None = None  # the machine's steal time across the window, seconds, all CPUs summed (/proc/stat,
+    # read in pytest, in clock ticks of usually 10 ms): time the hypervisor gave these CPUs to others
+    cpu_migrations: int | None = None  # the worker threads' moves between CPUs across the window, summed; null: unread
+    cpu_migrations_source: str | None = None  # "sched": /proc/self/task/TID/sched se.nr_migrations, nothing added
+    # to the rounds; "perf": a PERF_COUNT_SW_CPU_MIGRATIONS counter per thread (a lower bound if one started inside)
+    cpu_migrations_unavailable: str | None = None  # why cpu_migrations is null (perf_event_paranoid, seccomp, ...)
+    hardware_counters: str | None = None  # "absent" (no CPU PMU) or "present" (not counted)
+    hardware_counters_reason: str | None = None  # what /sys/bus/event_source/devices lists
+    gc_collections: int | None = None  # Python's garbage collections during the counted rounds' requests, in the
+    # worker(s) (the C++ worker's: its host interpreter's); the untimed preparation included: an upper bound on the
+    # collections inside the clock
+    gc_collections_by_generation: list | None = None  # the same, per generation 0, 1, 2
+    canary_start_s: float | None = None  # seconds a fixed pure-Python loop took in the worker just before the window
+    # (the first worker's; best of 3): the machine's speed when the rounds began, the same work in both languages
+    canary_end_s: float | None = None  # the same just after it (the last worker's): whether the speed moved
 
 
 @dataclass
@@ -270,6 +258,7 @@ class MachineInfo(Record):
     rounds: int | None = None
     warmup_rounds: int | None = None
     processes: int | None = None
+    order_seed: int | None = None  # each phase's run order's seed (--order-seed); none: the fixed rotation's order
     testing: dict | None = None  # the test knobs a testing run used; None in a real run
 
 

@@ -34,7 +34,7 @@ import os
 import statistics
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from phasebench import schema
@@ -217,6 +217,7 @@ class Record:
     label: str  # implementation-device[-workload], as in the test ids
     gpu: dict | None
     cpu: dict | None
+    info: dict = field(default_factory=dict)  # the case's extra_info, which a phase case fills after its rounds
 
     def describe(self) -> str:
         parts = [self.label]
@@ -227,6 +228,11 @@ class Record:
                 parts.append(f"[{len(self.gpu['gaps'])} NVML gaps]")
         if self.cpu:
             parts.append(f"CPU {self.cpu['cores']:.2f}")
+        # What the counted rounds went through (docs/method.md#what-the-rounds-went-through), where the case read it.
+        if self.info.get("canary_start_s") and self.info.get("canary_end_s"):
+            parts.append(f"canary {self.info['canary_start_s'] * 1e3:.1f}→{self.info['canary_end_s'] * 1e3:.1f} ms")
+        if self.info.get("steal_s"):
+            parts.append(f"steal {self.info['steal_s']:.2f} s")
         return " ".join(parts)
 
 
@@ -322,7 +328,7 @@ class Monitor:
         schema.write(benchmark, schema.Utilization, gpu=gpu_result, cpu=cpu_result)
         if benchmark.enabled:
             label = "-".join(filter(None, (worker.impl, worker.device, benchmark.extra_info.get("workload"))))
-            self.records.append(Record(benchmark.group, label, gpu_result, cpu_result))
+            self.records.append(Record(benchmark.group, label, gpu_result, cpu_result, benchmark.extra_info))
 
     def summary_lines(self) -> list[str]:
         """A line per benchmark group for pytest's terminal summary."""

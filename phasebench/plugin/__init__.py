@@ -19,7 +19,7 @@ import pytest
 
 from phasebench import provenance, schema
 from phasebench.plugin.cases import RUN_ORDER  # noqa: F401  (the cases read it here)
-from phasebench.plugin.session import COMMIT_ENV, DIRTY_ENV, PhasebenchSession
+from phasebench.plugin.session import COMMIT_ENV, DIRTY_ENV, ORDER_SEED_INPUT, PhasebenchSession
 
 pytest_plugins = ["phasebench.plugin.options", "phasebench.plugin.fixtures", "phasebench.plugin.cases",
                   "phasebench.plugin.terminal", "phasebench.plugin.gating", "phasebench.plugin.counting"]
@@ -30,6 +30,13 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "needs_data: the test reads the workload's data")
     config.phasebench = PhasebenchSession.from_config(config)
     config.add_cleanup(config.phasebench.close)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist: each worker collects the cases in the controller's order, so it runs with the controller's order
+    seed (phasebench/plugin/session.py order_seed): workers that drew their own would collect different orders."""
+    node.workerinput[ORDER_SEED_INPUT] = node.config.phasebench.order_seed
 
 
 def pytest_benchmark_update_commit_info(config, commit_info):

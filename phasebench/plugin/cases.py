@@ -1,14 +1,17 @@
 """How the cases are made (docs/options.md#options; "Implementations and workloads"): every test that takes `impl` and
-`device` per implementation, device and workload the options chose, in an order that rotates the implementations."""
+`device` per implementation, device and workload the options chose, each phase's implementations in a random order
+drawn from the run's order seed (--order-seed)."""
 
 from __future__ import annotations
+
+import random
 
 import pytest
 
 from phasebench import registry
 from phasebench.registry import DEVICES
 
-RUN_ORDER = pytest.StashKey[int]()  # a test_phase case's place among the implementations of its phase
+RUN_ORDER = pytest.StashKey[int]()  # a test_phase case's place in its phase's run order (run_orders)
 # What a benchmark run leaves out unless asked for: the default run answers the published table (the per-phase cases
 # and one timed training run per implementation and device) and nothing more. name: (the test it selects, what it
 # is, how to ask for it). The test command (--benchmark-disable) checks every one of them.
@@ -114,23 +117,41 @@ def pytest_collection_modifyitems(config, items):
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept
-    _rotate_implementations(items, settings.impls)
+    run_orders(items, settings.impls, settings.order_seed)
 
 
-def _rotate_implementations(items, impls: tuple[str, ...]) -> None:
-    """test_phase: which implementation runs first rotates from phase to phase, so that neither always
-    follows the other on the machine (docs/method.md#what-is-measured). Each case's place is stashed."""
-    from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
+def run_order(seed: int, phase: str, device: str, workload: str, present: list[str],
+              impls: tuple[str, ...]) -> list[str]:
+    """The order in which the implementations `present` run `phase` on `device` and `workload` (its id): a random
+    permutation drawn from the run's seed, the same for the same seed whatever else the run selects (each draw is
+    seeded by the seed and the case's names, never by what was drawn before it). Which implementation runs first is
+    dealt from a shuffled deck per device and workload, a fresh shuffle of `impls` every len(impls) phases in the
+    phases' own order, so that over the phases each runs first about as often as any other and neither always follows
+    the other (what the fixed rotation of earlier runs guaranteed); the others follow in a random order."""
+    from phasebench.spec import ONE_SHOT_PHASES, TRAINING_PHASES
 
+    phases = TRAINING_PHASES + ONE_SHOT_PHASES
+    index = phases.index(phase) if phase in phases else 0
+    deck, dealer = [], random.Random(f"phasebench run order {seed} {device} {workload}")
+    while len(deck) <= index:
+        deck += dealer.sample(impls, len(impls))
+    rest = random.Random(f"phasebench run order {seed} {phase} {device} {workload}").sample(present, len(present))
+    first = deck[index]
+    return [first] + [impl for impl in rest if impl != first] if first in present else rest
+
+
+def run_orders(items, impls: tuple[str, ...], seed: int) -> None:
+    """test_phase: each phase's implementations run in the order run_order draws for it on each device and workload
+    (docs/method.md#what-is-measured), each case in one of the places its phase's cases held in the collection, so
+    nothing else moves. Each case's place in its order is stashed."""
     groups: dict[tuple, list[int]] = {}
     for index, item in enumerate(items):
         params = getattr(item, "callspec", None) and item.callspec.params
         if getattr(item, "originalname", None) == "test_phase" and params and params["impl"] in impls:
             groups.setdefault((params["phase"], params["device"], params["workload"]), []).append(index)
-    for (phase, _, _), slots in groups.items():
-        shift = PHASE_NAMES.index(phase) if phase in PHASE_NAMES else 0
-        ranked = sorted((items[slot] for slot in slots),
-                        key=lambda item: (impls.index(item.callspec.params["impl"]) - shift) % len(impls))
-        for order, (slot, item) in enumerate(zip(slots, ranked)):
-            items[slot] = item
-            item.stash[RUN_ORDER] = order
+    for (phase, device, workload), slots in groups.items():
+        cases = {items[slot].callspec.params["impl"]: items[slot] for slot in slots}
+        order = run_order(seed, phase, device, workload.id if workload else "", list(cases), impls)
+        for place, (slot, impl) in enumerate(zip(slots, order)):
+            items[slot] = cases[impl]
+            cases[impl].stash[RUN_ORDER] = place

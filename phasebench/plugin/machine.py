@@ -170,4 +170,5 @@ def machine_info(settings, probed: bool) -> dict:
         dataset_path=settings.source.raw_dir if settings.source else None,
         dataset_origin=settings.source.origin if settings.source else None,
         rounds=settings.rounds, warmup_rounds=settings.warmup_rounds, processes=settings.processes,
+        order_seed=settings.order_seed,
     ).as_dict()

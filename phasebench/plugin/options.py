@@ -32,6 +32,10 @@ def pytest_addoption(parser):
     group.addoption("--processes", type=int, default=1,
                     help="fresh worker processes per phase case, each timing its share of the rounds after its own "
                          "warm-up, as pyperf does (default: 1, the long-lived worker of each implementation and device)")
+    group.addoption("--order-seed", type=int, default=None,
+                    help="the seed of each phase's run order, the random order its implementations run in on each "
+                         "device and workload (default: one drawn for the run; machine_info order_seed records it, "
+                         "and the header prints it, so that --order-seed N runs the cases in that order again)")
     group.addoption("--round-timeout", type=float, default=300.0,
                     help="seconds a worker may take to answer one request before it is killed (default: 300)")
     group.addoption("--epochs", type=int, default=1,

@@ -6,6 +6,7 @@ is resolved, the instruction-count mode makes its changes, and machine_info is r
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 from dataclasses import dataclass, field
 
@@ -65,6 +66,9 @@ class PhasebenchSession:
     worker_module: str = PRODUCTION_WORKER
     library_variant: str = "production"
     testing: dict | None = None
+    # The seed of each phase's run order (phasebench/plugin/cases.py run_order): --order-seed, or one drawn per run;
+    # pytest-xdist's workers take their controller's (ORDER_SEED_INPUT), so that they collect the same order.
+    order_seed: int = 0
 
     @property
     def free_running(self) -> bool:
@@ -154,7 +158,7 @@ class PhasebenchSession:
             rounds=option("rounds"), warmup_rounds=option("warmup_rounds"), round_timeout=option("round_timeout"),
             epochs=option("epochs"), run_rounds=option("run_rounds"), processes=option("processes"),
             source=source, cuda_reason=cuda_reason, jobs=jobs, models=models, extras=chosen_selections(config),
-            world_sizes=world_sizes, dist_timeout=option("dist_timeout"))
+            world_sizes=world_sizes, dist_timeout=option("dist_timeout"), order_seed=order_seed(config))
         counted = session._count_instructions(given_options(config), probed) if option("count") else {}
         session.machine = machine.machine_info(session, probed) | counted
         session.utilization = utilization.Monitor(sampling=not option("no_utilization"),
@@ -173,6 +177,18 @@ class PhasebenchSession:
         prefix = count_mode.aslr_off() if probed else []
         self.count = {"prefix": prefix}
         return counting.machine_info(prefix, probed)
+
+
+ORDER_SEED_INPUT = "phasebench_order_seed"  # how pytest-xdist's controller hands its workers the run's order seed
+
+
+def order_seed(config) -> int:
+    """--order-seed, else the seed pytest-xdist's controller handed this worker, else one drawn for this run."""
+    given = config.getoption("order_seed")
+    if given is not None:
+        return given
+    handed = getattr(config, "workerinput", {}).get(ORDER_SEED_INPUT)
+    return handed if handed is not None else secrets.randbelow(2**32)
 
 
 def _default_paths(config) -> None:

@@ -23,7 +23,9 @@ def pytest_report_header(config):
               f"std::chrono::steady_clock (the device synchronized at both ends on cuda), one call a round, "
               f"{settings.rounds} rounds after {settings.warmup_rounds} warm-up"
               f"{f' over {settings.processes} fresh workers per case' if settings.processes > 1 else ''}; "
-              f"training_run: {settings.epochs} epoch(s), {settings.run_rounds} rounds, no warm-up")
+              f"training_run: {settings.epochs} epoch(s), {settings.run_rounds} rounds, no warm-up; each phase's "
+              f"implementations in a random order, seed {settings.order_seed} (--order-seed {settings.order_seed} "
+              f"runs this order again)")
     ours = [
         f"phasebench: data: {source}",
         f"phasebench: torch {m['torch']}, torchvision {m['torchvision']}, CUDA {m['cuda']}, cuDNN {m['cudnn']}; "
@@ -46,7 +48,8 @@ def pytest_terminal_summary(terminalreporter, config):
     finally:
         lines = config.phasebench.utilization.summary_lines()
         if lines:
-            terminalreporter.section("phasebench utilization: GPU busy % mean/max, worker CPU in cores", sep="-")
+            terminalreporter.section("phasebench utilization: GPU busy % mean/max, worker CPU in cores; the canary "
+                                     "before→after a phase's counted rounds, steal time where any", sep="-")
             for line in lines:
                 terminalreporter.write_line(line)
         _write_answer(terminalreporter, config)

@@ -18,7 +18,7 @@ from typing import NamedTuple
 from phasebench import registry
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload
-from phasebench.worker import build, counting, protocol
+from phasebench.worker import build, counting, protocol, threads
 from phasebench.worker.protocol import Request
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -235,6 +235,61 @@ class Worker:
             import shutil
 
             shutil.rmtree(self.count_dir, ignore_errors=True)
+
+
+class RoundRecords:
+    """What a case's counted rounds went through (docs/method.md#what-the-rounds-went-through), from every worker that
+    ran them: open(worker) just before the first counted round it runs, close(worker) just after its last, each a
+    request of its own; figures() for the case's extra_info. The machine's steal time and the window's wall time are
+    read here, in the pytest process, around the first opening and the last closing."""
+
+    def __init__(self):
+        self.running: list[Worker] = []  # opened, not closed yet
+        self.closed: list[protocol.RoundsClosed] = []  # each worker's, in the order they closed
+        self.canary_start_ns: int | None = None
+        self.started = self.ended = self.steal_start = self.steal_end = None
+
+    def open(self, worker: Worker) -> None:
+        """Opens the rounds of `worker`, unless they are open already."""
+        if any(running is worker for running in self.running):
+            return
+        if self.started is None:
+            self.steal_start, self.started = threads.steal_s(), time.perf_counter()
+        opened = worker.request(protocol.RoundsOpen())
+        if self.canary_start_ns is None:
+            self.canary_start_ns = opened.canary_ns
+        self.running.append(worker)
+
+    def close(self, worker: Worker) -> None:
+        """Closes the rounds of `worker`, if they are open."""
+        if not any(running is worker for running in self.running):
+            return
+        self.running = [running for running in self.running if running is not worker]
+        self.closed.append(worker.request(protocol.RoundsClose()))
+        self.ended, self.steal_end = time.perf_counter(), threads.steal_s()
+
+    def close_all(self) -> None:
+        for worker in list(self.running):
+            self.close(worker)
+
+    def figures(self) -> dict:
+        """The case's record of them (phasebench/schema.py PhaseInfo); {} where no rounds were opened."""
+        if not self.closed:
+            return {}
+        migrations = [threads.migrations(reply.threads, reply.cpu_migrations_source) for reply in self.closed]
+        sources = sorted({reply.cpu_migrations_source for reply in self.closed if reply.cpu_migrations_source})
+        reasons = [reply.cpu_migrations_unavailable for reply in self.closed if reply.cpu_migrations_unavailable]
+        generations = [sum(counts) for counts in zip(*(reply.gc_collections for reply in self.closed))]
+        hardware, why = threads.hardware_counters()
+        return {"rounds_window_s": round(self.ended - self.started, 6),
+                "worker_threads": [thread for reply in self.closed for thread in reply.threads],
+                "steal_s": round(self.steal_end - self.steal_start, 6),
+                "cpu_migrations": None if None in migrations else sum(migrations),
+                "cpu_migrations_source": ",".join(sources) or None,
+                "cpu_migrations_unavailable": reasons[0] if reasons else None,
+                "hardware_counters": hardware, "hardware_counters_reason": why,
+                "gc_collections": sum(generations), "gc_collections_by_generation": generations,
+                "canary_start_s": self.canary_start_ns / 1e9, "canary_end_s": self.closed[-1].canary_ns / 1e9}
 
 
 class WorkerPool:

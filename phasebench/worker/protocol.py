@@ -254,6 +254,20 @@ class Run(Clocked):
 
 
 @dataclass
+class RoundsOpened(Reply):
+    canary_ns: int  # the canary's best time when the counted rounds open (phasebench/worker/threads.py)
+
+
+@dataclass
+class RoundsClosed(Reply):  # what the counted rounds went through (phasebench/worker/threads.py's Window.close)
+    canary_ns: int  # the canary's best time when they have closed
+    threads: list[dict]  # each thread's CPU seconds, context switches and migrations across them
+    gc_collections: list[int]  # Python's garbage collections inside them, per generation
+    cpu_migrations_source: str | None  # "sched" or "perf" (each thread's cpu_migrations); None where neither is read
+    cpu_migrations_unavailable: str | None  # why not
+
+
+@dataclass
 class EnsembleReply(Reply):
     ns: int
     cpu_ns: int
@@ -349,6 +363,16 @@ class Train(Request):
     max_steps: int = 0
 
 
+@request_type("rounds_open", RoundsOpened)
+class RoundsOpen(Request):  # a case's counted rounds start with the next phase: time the canary, read the threads
+    pass
+
+
+@request_type("rounds_close", RoundsClosed)
+class RoundsClose(Request):  # they have ended: read the threads, time the canary
+    pass
+
+
 @request_type("ensemble_start", Ok)
 class EnsembleStart(Request):
     models: int
@@ -369,9 +393,7 @@ class EnsembleStop(Request):
     pass
 
 
-REQUESTS: dict[str, type[Request]] = {cls.cmd: cls for cls in (
-    Start, Stop, Ping, Phase, PhaseNames, Layout, GetParams, SetParams, EpochBatches, Batch, TrainSteps, DistStore,
-    DistJoin, TimedSteps, Evaluate, Train, EnsembleStart, EnsembleStep, EnsembleParams, EnsembleStop)}
+REQUESTS: dict[str, type[Request]] = {cls.cmd: cls for cls in Request.__subclasses__()}  # each defined above
 
 __all__ = ["REQUESTS", "PhaseTiming", "ProtocolError", "Reply", "Request", "decode_request"] + [
     cls.__name__ for cls in REQUESTS.values()]

@@ -22,7 +22,7 @@ import time
 from array import array
 from collections.abc import Callable
 
-from phasebench.worker import group, protocol
+from phasebench.worker import group, protocol, threads
 
 
 def load_libraries(language: str, library: str | None = None):
@@ -148,6 +148,7 @@ class Server:
         self.args = args
         self.adapter = self.counter = None
         self.stopping = False
+        self.window: threads.Window | None = None  # a case's counted rounds, while they run (rounds_open)
 
     def table(self) -> dict[str, tuple[type[protocol.Request], Callable]]:
         r = protocol
@@ -159,6 +160,7 @@ class Server:
             r.Batch.cmd: (r.Batch, self.batch), r.TrainSteps.cmd: (r.TrainSteps, self.train_steps),
             r.DistStore.cmd: (r.DistStore, self.dist_store), r.DistJoin.cmd: (r.DistJoin, self.dist_join),
             r.TimedSteps.cmd: (r.TimedSteps, self.timed_steps), r.Evaluate.cmd: (r.Evaluate, self.evaluate),
+            r.RoundsOpen.cmd: (r.RoundsOpen, self.rounds_open), r.RoundsClose.cmd: (r.RoundsClose, self.rounds_close),
             r.Train.cmd: (r.Train, self.train), r.EnsembleStart.cmd: (r.EnsembleStart, self.ensemble_start),
             r.EnsembleStep.cmd: (r.EnsembleStep, self.ensemble_step),
             r.EnsembleParams.cmd: (r.EnsembleParams, self.ensemble_params),
@@ -237,7 +239,28 @@ class Server:
         return self._phase(request.name)
 
     def _phase(self, name: str) -> protocol.PhaseReply:
-        return protocol.PhaseReply(*self.trainer.run_phase(name))
+        if self.window is None:
+            return protocol.PhaseReply(*self.trainer.run_phase(name))
+        before = threads.gc_collections()  # read outside the round, as every figure of the window
+        timing = self.trainer.run_phase(name)
+        self.window.add_round(before, threads.gc_collections())
+        return protocol.PhaseReply(*timing)
+
+    # What a case's counted rounds went through (docs/method.md#what-the-rounds-went-through): read when they open and
+    # when they close, each a request of its own, never inside a round; the canary runs outside the threads' window.
+    def rounds_open(self, request: protocol.RoundsOpen) -> protocol.RoundsOpened:
+        if self.window is not None:  # left open by a case that failed before its close
+            self.window.discard()
+        canary = threads.canary_ns()
+        self.window = threads.Window()
+        self.window.open()
+        return protocol.RoundsOpened(canary)
+
+    def rounds_close(self, request: protocol.RoundsClose) -> protocol.RoundsClosed:
+        if self.window is None:
+            raise RuntimeError("'rounds_close' before 'rounds_open'")
+        figures, self.window = self.window.close(), None
+        return protocol.RoundsClosed(canary_ns=threads.canary_ns(), **figures)
 
     def phase_names(self, request: protocol.PhaseNames) -> protocol.Names:
         return protocol.Names(self.adapter.phase_names())
