@@ -229,16 +229,21 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
 def counted_info(rounds: list[dict], workers) -> dict:
     """What a counted case records (docs/instruction-counts.md): the metric and its unit, each counted round's
     instructions, the empty bracket's count (the floor), where the median round's instructions went, and the
-    functions with the most of them in the last round."""
+    functions with the most of them in the last round; with caches or branches simulated (--count-i1/-d1/-ll,
+    --count-branches), every event the rounds' dumps name, each counted round's total (count_events)."""
     import statistics
 
     counts = [r["instructions"] for r in rounds]
     middle = sorted(rounds, key=lambda r: r["instructions"])[len(rounds) // 2]
     floors = [w.info["count_floor"] for w in workers]
+    events = list(dict.fromkeys(event for r in rounds for event in r.get("events") or {}))
+    simulated = {}
+    if set(events) - {"Ir"}:  # caches or branches simulated: more than the instructions
+        simulated["count_events"] = {event: [(r.get("events") or {}).get(event, 0) for r in rounds] for event in events}
     return {"metric": "instructions", "unit": "instructions", "instructions": counts,
             "instructions_median": statistics.median(counts), "count_floor": statistics.median(floors),
             "count_floors": floors, "count_labels": [r["label"] for r in rounds], "split": middle["split"],
-            "top_functions": rounds[-1]["top"], "cpu_capability": workers[0].info.get("cpu_capability")}
+            "top_functions": rounds[-1]["top"], "cpu_capability": workers[0].info.get("cpu_capability")} | simulated
 
 
 def after_one_shot(worker, phase: str) -> list[str]:

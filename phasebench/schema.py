@@ -91,6 +91,14 @@ class CountedPhaseInfo(PhaseInfo):
     split: dict | None = None  # where the median round's instructions went
     top_functions: list | None = None
     cpu_capability: str | None = None
+    # With caches or branches simulated (--count-i1/-d1/-ll, --count-branches;
+    # docs/instruction-counts.md#simulated-caches-and-branches): {event: [each counted round's total]} for every
+    # event callgrind's dumps name, in their order; each a number of events (unit: events), a model's, not the
+    # machine's. Ir: instructions (the same as `instructions`); Dr, Dw: data reads and writes; I1mr, D1mr, D1mw:
+    # first-level misses (instruction reads, data reads, data writes); ILmr, DLmr, DLmw: last-level misses, alike;
+    # Bc, Bcm: conditional branches and their mispredictions; Bi, Bim: indirect branches and their mispredictions
+    # (phasebench/worker/counting.py EVENTS). Absent where nothing was simulated.
+    count_events: dict | None = None
 
 
 @dataclass
@@ -240,7 +248,8 @@ class MachineInfo(Record):
     method_sources: str | None = None  # method_sources_hash() of the sources that ran (phasebench/method.py)
     metric: str | None = None  # "time", or "instructions" under --count; none recorded is time
     unit: str | None = None
-    count: dict | None = None  # the count mode's bracket, Valgrind and pins
+    count: dict | None = None  # the count mode's bracket, Valgrind and pins; with caches simulated their geometry
+    # ("caches": {"I1", "D1", "LL": [size bytes, ways, line bytes]}), with branches simulated "branch_sim": true
     torch: str | None = None
     torchvision: str | None = None
     cuda: str | None = None

@@ -4,8 +4,9 @@ is ordered by.
 A series never joins results of different metrics, methods or machines. A time series is keyed on the CPU model,
 its cores, the kernel, the torch build and the threads (and the GPU, on cuda); a count series on the count mode's
 pins, the Valgrind and glibc versions and the pinned CPU capability (phasebench/plugin/counting.py's machine_info),
-since a count does not depend on the clock speed of the CPU that ran it. Ordered by torch version, the torch
-build leaves the key and only its kind (a CUDA build or a cpu one) stays.
+since a count does not depend on the clock speed of the CPU that ran it, and on the simulated caches' geometry and
+the branch simulation where a count ran with them (a count without keeps the key it always had). Ordered by torch
+version, the torch build leaves the key and only its kind (a CUDA build or a cpu one) stays.
 
 A long history is kept as compact series (`append`, `python -m phasebench.history --append DIR`): one small file per
 series, DIR/<metric>/<device>-<workload>-<phase>-<implementation>-<hash of the key>.json, holding its key once and one
@@ -86,8 +87,15 @@ def machine_key(machine: schema.MachineInfo, platform: dict, device: str, thread
     if (machine.metric or "time") == "instructions":
         count = machine.count or {}
         pins = " ".join(f"{name}={value}" for name, value in sorted((count.get("pins") or {}).items()))
-        return (("valgrind", count.get("valgrind")), ("glibc", count.get("glibc") or count_glibc or "unrecorded"),
-                ("CPU capability", count.get("cpu_capability")), torch, ("pins", pins or None))
+        pairs = (("valgrind", count.get("valgrind")), ("glibc", count.get("glibc") or count_glibc or "unrecorded"),
+                 ("CPU capability", count.get("cpu_capability")), torch, ("pins", pins or None))
+        caches = count.get("caches") or {}  # --count-i1/-d1/-ll: "I1=32768,8,64 D1=32768,8,64 LL=8388608,16,64"
+        if caches:
+            pairs += (("caches", " ".join(f"{name}={','.join(map(str, caches[name]))}"
+                                          for name in ("I1", "D1", "LL") if name in caches)),)
+        if count.get("branch_sim"):
+            pairs += (("branches", "simulated"),)
+        return pairs
     pairs = [("CPU", machine.cpu or platform["cpu_brand"]), ("cores", platform["cores"]),
              ("kernel", platform["kernel"]), torch, ("threads", threads)]
     if device == "cuda":

@@ -2,7 +2,9 @@
 round's body is bracketed with the same client requests in its own language; pytest-benchmark's statistics then
 hold instructions, not seconds (the worker clock advances by the count, read as 1e-9 per instruction), and the
 terminal says so. What the mode cannot count it refuses in one line: a missing valgrind or <valgrind/callgrind.h>,
-anything on cuda, the python-workers loader's child process."""
+anything on cuda, the python-workers loader's child process. --count-i1/--count-d1/--count-ll add callgrind's cache
+simulation of the geometry they give (all three, none from the virtual CPU), --count-branches its branch simulation
+(docs/instruction-counts.md#simulated-caches-and-branches)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,25 @@ def pytest_addoption(parser):
                     help="count instructions under Valgrind's callgrind instead of reading a clock: one intra-op "
                          "thread, the instruction set pinned to AVX2, 1 warm-up and 3 counted rounds unless "
                          "--warmup-rounds/--rounds say otherwise (docs/instruction-counts.md)")
+    for cache, option in counting.CACHES.items():
+        others = " and ".join(other for other in counting.CACHES.values() if other != option)
+        group.addoption(option, default=None, metavar="SIZE,ASSOC,LINE",
+                        help=f"with --count instructions: simulate the {cache} cache of this geometry (bytes, ways, "
+                             f"bytes) under callgrind, given with {others}; the instruction counts are unchanged "
+                             f"(docs/instruction-counts.md#simulated-caches-and-branches)")
+    group.addoption(counting.BRANCHES_OPTION, action="store_true", default=False,
+                    help="with --count instructions: simulate branch prediction under callgrind as well "
+                         "(docs/instruction-counts.md#simulated-caches-and-branches)")
+
+
+def simulation(option) -> dict:
+    """The cache and branch simulations the options ask for (phasebench.worker.counting.simulation), from
+    config.getoption; ValueError in one line for what cannot be simulated as asked."""
+    def dest(name: str) -> str:
+        return name.removeprefix("--").replace("-", "_")
+
+    given = {name: option(dest(name)) for name in counting.CACHES.values()}
+    return counting.simulation(option("count"), given, option(dest(counting.BRANCHES_OPTION)))
 
 
 def refusal(devices: str | None, impls: tuple[str, ...], processes: int) -> str | None:
@@ -53,18 +74,24 @@ def pinned_capability() -> str | None:
     return done.stdout.strip() or None
 
 
-def machine_info(prefix: list[str], probed: bool) -> dict:
+def machine_info(prefix: list[str], probed: bool, simulated: dict | None = None) -> dict:
     """What the mode adds to machine_info["phasebench"]: the metric and how it was counted. Without `probed` (a
-    collection) the pinned CPU capability is not asked for."""
-    return {
-        "threads": 1,
-        "metric": counting.METRIC, "unit": counting.UNIT,
-        "count": {"bracket": counting.BRACKET, "valgrind": counting.valgrind_version(),
-                  "glibc": counting.glibc_version(), "valgrind_options": list(counting.VALGRIND_OPTIONS), "pins": dict(counting.PINS),
-                  "aslr_off": bool(prefix), "cpu_capability": pinned_capability() if probed else None,
-                  "not_pinned": "glibc's ifunc choices (memcpy, strlen: Valgrind's CPUID, not the machine's) and "
-                                "vendor paths chosen at run time outside ATen, oneDNN and MKL's ISA switches"},
-    }
+    collection) the pinned CPU capability is not asked for. `simulated` (simulation()): the simulated caches'
+    geometry ("caches": {"I1": [size, assoc, line], "D1", "LL"}) and "branch_sim", recorded only where asked for."""
+    simulated = simulated or {}
+    count = {"bracket": counting.BRACKET, "valgrind": counting.valgrind_version(),
+             "glibc": counting.glibc_version(),
+             "valgrind_options": [*counting.VALGRIND_OPTIONS,
+                                  *counting.simulation_options(simulated.get("caches"), simulated.get("branches"))],
+             "pins": dict(counting.PINS),
+             "aslr_off": bool(prefix), "cpu_capability": pinned_capability() if probed else None,
+             "not_pinned": "glibc's ifunc choices (memcpy, strlen: Valgrind's CPUID, not the machine's) and "
+                           "vendor paths chosen at run time outside ATen, oneDNN and MKL's ISA switches"}
+    if simulated.get("caches"):
+        count["caches"] = {cache: list(simulated["caches"][cache]) for cache in counting.CACHES}
+    if simulated.get("branches"):
+        count["branch_sim"] = True
+    return {"threads": 1, "metric": counting.METRIC, "unit": counting.UNIT, "count": count}
 
 
 def counting_run(config) -> bool:
@@ -88,6 +115,16 @@ def pytest_report_header(config):
         lines = [[f"phasebench: COUNTING instructions under {count['valgrind']} (callgrind), not reading a clock: "
                   f"{settings.rounds} counted rounds after {settings.warmup_rounds} warm-up, 1 thread, pins "
                   f"{' '.join(f'{k}={v}' for k, v in count['pins'].items())}, CPU capability "
-                  f"{count['cpu_capability']}, ASLR {'off' if count['aslr_off'] else 'on'}; the tables' "
-                  f"'time' columns are M instructions"]] + list(lines)
+                  f"{count['cpu_capability']}, ASLR {'off' if count['aslr_off'] else 'on'}"
+                  f"{simulated_text(count)}; the tables' 'time' columns are M instructions"]] + list(lines)
     return lines
+
+
+def simulated_text(count: dict) -> str:
+    """The header's words for the simulations a count ran with (machine_info's count object), or nothing."""
+    parts = []
+    if count.get("caches"):
+        parts.append(f"caches simulated {counting.geometry_label(count['caches'])}")
+    if count.get("branch_sim"):
+        parts.append("branches simulated")
+    return "".join(f", {part}" for part in parts)

@@ -55,7 +55,8 @@ class PhasebenchSession:
     utilization: utilization.Monitor | None = None  # GPU/CPU samplers (phasebench/utilization.py)
     jobs: dict[str, tuple[int, ...]] = field(default_factory=lambda: dict(DEFAULT_JOBS))  # per device (--jobs)
     models: tuple[int, ...] = DEFAULT_MODELS  # test_ensemble's M (--models)
-    count: dict | None = None  # --count instructions (phasebench/plugin/counting.py): the workers' Valgrind prefix
+    count: dict | None = None  # --count instructions (phasebench/plugin/counting.py): the workers' Valgrind prefix,
+    # and the simulated caches' geometry and branch simulation where asked for (--count-i1/-d1/-ll, --count-branches)
     extras: frozenset[str] = frozenset(SELECTIONS)  # the selections this run includes (--extra; all when checking)
     # Data parallel (docs/distributed.md): --world-size; empty: no distributed case exists (bench/test_distributed.py
     # is not collected). dist_timeout: the process group's timeout, which bounds how long a dead rank's peers wait.
@@ -108,6 +109,7 @@ class PhasebenchSession:
         if refused:
             raise ValueError(refused)
         impls = registry.parse(option("impl") or ",".join(registry.DEFAULT_IMPLS))
+        simulated = counting.simulation(option)  # --count-i1/-d1/-ll, --count-branches: ValueError where malformed
         if option("count"):
             refused = counting.refusal(option("device"), impls, option("processes"))
             if refused:
@@ -159,24 +161,25 @@ class PhasebenchSession:
             epochs=option("epochs"), run_rounds=option("run_rounds"), processes=option("processes"),
             source=source, cuda_reason=cuda_reason, jobs=jobs, models=models, extras=chosen_selections(config),
             world_sizes=world_sizes, dist_timeout=option("dist_timeout"), order_seed=order_seed(config))
-        counted = session._count_instructions(given_options(config), probed) if option("count") else {}
+        counted = session._count_instructions(given_options(config), probed, simulated) if option("count") else {}
         session.machine = machine.machine_info(session, probed) | counted
         session.utilization = utilization.Monitor(sampling=not option("no_utilization"),
                                                   gpu_expected="cuda" in devices and cuda_reason is None)
         return session
 
-    def _count_instructions(self, given: set[str], probed: bool) -> dict:
+    def _count_instructions(self, given: set[str], probed: bool, simulated: dict | None = None) -> dict:
         """--count instructions (phasebench/plugin/counting.py): cpu, one thread, and the mode's own rounds unless
-        the command (its line, PYTEST_ADDOPTS or the ini file's addopts) names them. Returns the mode's
-        machine_info."""
+        the command (its line, PYTEST_ADDOPTS or the ini file's addopts) names them; `simulated`: the caches'
+        geometry and the branch simulation asked for (counting.simulation). Returns the mode's machine_info."""
         self.devices, self.threads = ("cpu",), 1
         if "--rounds" not in given:
             self.rounds = count_mode.ROUNDS
         if "--warmup-rounds" not in given:
             self.warmup_rounds = count_mode.WARMUP_ROUNDS
         prefix = count_mode.aslr_off() if probed else []
-        self.count = {"prefix": prefix}
-        return counting.machine_info(prefix, probed)
+        self.count = {"prefix": prefix} | ({"caches": simulated.get("caches"), "branches": simulated.get("branches")}
+                                           if simulated else {})
+        return counting.machine_info(prefix, probed, simulated)
 
 
 ORDER_SEED_INPUT = "phasebench_order_seed"  # how pytest-xdist's controller hands its workers the run's order seed

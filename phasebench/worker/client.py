@@ -97,7 +97,8 @@ class Worker:
         if count:
             self.count_dir = tempfile.mkdtemp(prefix=f"phasebench-count-{impl}-")
             out_file = os.path.join(self.count_dir, "callgrind.out")
-            command = counting.command(out_file, count["prefix"]) + command + ["--count-out", out_file]
+            command = (counting.command(out_file, count["prefix"], count.get("caches"), count.get("branches", False))
+                       + command + ["--count-out", out_file])
             env = (env or dict(os.environ)) | counting.PINS
         self.started_ns = time.perf_counter_ns()
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=self.log, stderr=self.log,

@@ -5,7 +5,11 @@ its total and where it went (by object, and inside LibTorch by symbol).
 Each worker runs under `valgrind --tool=callgrind --instr-atstart=no --collect-atstart=no`, starts instrumentation
 once (pb_count_start), and brackets each counted round's body in its own language with the library's helper
 (cpp/include/phasebench_count.h): statistics zeroed, collection on, the body, collection off, the statistics dumped
-under the round's label. No client request reads a counter: the round's count is the dump's total."""
+under the round's label. No client request reads a counter: the round's count is the dump's total.
+
+With --count-i1/--count-d1/--count-ll (and --count-branches) callgrind also simulates caches of that geometry (and
+branch prediction), and each dump carries those events beside Ir
+(docs/instruction-counts.md#simulated-caches-and-branches)."""
 
 from __future__ import annotations
 
@@ -35,6 +39,20 @@ PINS = {
 }
 VALGRIND_OPTIONS = ("--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no", "--dump-instr=no",
                     "--compress-strings=no", "--compress-pos=no")
+# The cache simulation (--count-i1, --count-d1, --count-ll: all three, SIZE,ASSOC,LINE each, never the virtual CPU's
+# report) and the branch simulation (--count-branches): docs/instruction-counts.md#simulated-caches-and-branches.
+CACHES = {"I1": "--count-i1", "D1": "--count-d1", "LL": "--count-ll"}  # Valgrind's cache, the option that sets it
+BRANCHES_OPTION = "--count-branches"
+MIN_LINE = 16  # bytes: Valgrind's smallest simulated line (cg_arch.c's MIN_LINE_SIZE)
+# Every event a dump may name with the simulations on: its meaning; each is a count of events (unit: events).
+EVENTS = {
+    "Ir": "instructions executed (the count; the same with or without the simulations)",
+    "Dr": "data reads (memory reads)", "Dw": "data writes (memory writes)",
+    "I1mr": "I1 instruction read misses", "D1mr": "D1 data read misses", "D1mw": "D1 data write misses",
+    "ILmr": "LL instruction read misses", "DLmr": "LL data read misses", "DLmw": "LL data write misses",
+    "Bc": "conditional branches executed", "Bcm": "conditional branches mispredicted",
+    "Bi": "indirect branches executed", "Bim": "indirect branches mispredicted",
+}
 # What the bracket holds, and what the worker does between rounds; raise it when either changes (the count gate calls
 # counts of another bracket not comparable). 2: the worker no longer reads its dumps (the pytest process does), so
 # its heap between rounds differs, and the small phases' counts with it (up to 7 % for python loss). 3: the Python
@@ -99,9 +117,64 @@ def aslr_off() -> list[str]:
     return command if works else []
 
 
-def command(out_file: str, prefix: list[str]) -> list[str]:
-    """The command a counted worker runs under: [setarch -R] valgrind's callgrind writing its dumps to out_file.N."""
-    return [*prefix, "valgrind", *VALGRIND_OPTIONS, f"--callgrind-out-file={out_file}", "--log-file=/dev/null"]
+def geometry(option: str, text: str) -> list[int]:
+    """An explicit cache geometry, `SIZE,ASSOC,LINE` (bytes, ways, bytes: Valgrind's --I1/--D1/--LL form), as
+    [size, assoc, line]; ValueError in one line for one Valgrind's simulation would refuse (cg_arch.c's check_cache)."""
+    usage = f"{option} {text!r}: expected SIZE,ASSOC,LINE (bytes, ways, bytes), e.g. {option} 32768,8,64"
+    parts = text.split(",")
+    if len(parts) != 3 or not all(part.strip().isdigit() and int(part) > 0 for part in parts):
+        raise ValueError(usage)
+    size, assoc, line = (int(part) for part in parts)
+    if line & (line - 1) or line < MIN_LINE:
+        raise ValueError(f"{usage}; the line must be a power of two of at least {MIN_LINE} bytes")
+    if size <= line or assoc > size // line:
+        raise ValueError(f"{usage}; the size must exceed the line and hold ASSOC lines")
+    sets, rest = divmod(size, assoc * line)
+    if rest or sets & (sets - 1):
+        raise ValueError(f"{usage}; the sets, SIZE / (ASSOC x LINE), must be a whole power of two")
+    return [size, assoc, line]
+
+
+def simulation(count: str | None, given: dict[str, str | None], branches: bool) -> dict:
+    """The simulations asked for: {} when none, else {"caches": {"I1": [size, assoc, line], "D1": ..., "LL": ...} or
+    None, "branches": bool}. `given` maps each of CACHES' options to its text or None. ValueError in one line for
+    any of them without --count instructions, a geometry given in part (none is taken from the virtual CPU), or a
+    malformed one."""
+    named = [option for option, text in given.items() if text is not None] + ([BRANCHES_OPTION] if branches else [])
+    if not named:
+        return {}
+    if count != "instructions":
+        raise ValueError(f"{named[0]} needs --count instructions: it simulates caches or branches under callgrind")
+    caches = None
+    if any(given.get(option) is not None for option in CACHES.values()):
+        missing = [option for option in CACHES.values() if given.get(option) is None]
+        if missing:
+            raise ValueError(f"{', '.join(missing)} missing: the simulated caches take all three geometries, "
+                             f"{', '.join(CACHES.values())} (SIZE,ASSOC,LINE each), none from the virtual CPU")
+        caches = {cache: geometry(option, given[option]) for cache, option in CACHES.items()}
+    return {"caches": caches, "branches": bool(branches)}
+
+
+def simulation_options(caches: dict | None = None, branches: bool = False) -> list[str]:
+    """Valgrind's options for the simulations: --cache-sim=yes and every cache's geometry, --branch-sim=yes."""
+    options = []
+    if caches:
+        options += ["--cache-sim=yes", *(f"--{cache}={','.join(map(str, caches[cache]))}" for cache in CACHES)]
+    if branches:
+        options.append("--branch-sim=yes")
+    return options
+
+
+def geometry_label(caches: dict) -> str:
+    """A geometry as one string: `I1=32768,8,64 D1=32768,8,64 LL=8388608,16,64`."""
+    return " ".join(f"{cache}={','.join(map(str, caches[cache]))}" for cache in CACHES)
+
+
+def command(out_file: str, prefix: list[str], caches: dict | None = None, branches: bool = False) -> list[str]:
+    """The command a counted worker runs under: [setarch -R] valgrind's callgrind writing its dumps to out_file.N,
+    simulating caches of the geometry given (and branches) where asked."""
+    return [*prefix, "valgrind", *VALGRIND_OPTIONS, *simulation_options(caches, branches),
+            f"--callgrind-out-file={out_file}", "--log-file=/dev/null"]
 
 
 def dumps(out_file: str) -> list[Path]:
@@ -114,7 +187,8 @@ def dumps(out_file: str) -> list[Path]:
 
 def read_round(dump: str, label: str) -> dict:
     """One counted round's dump, read outside Valgrind (in the pytest process: the worker only says where its dump
-    is) and deleted: {"instructions", "split", "top", "label"}. Refuses a dump of another round's label."""
+    is) and deleted: {"instructions", "events", "split", "top", "label"} (events: every event the dump names, its
+    total, Ir included). Refuses a dump of another round's label."""
     path = Path(dump)
     parsed = parse_dump(path)
     kept = os.environ.get(KEEP_DUMPS_ENV)
@@ -125,7 +199,7 @@ def read_round(dump: str, label: str) -> dict:
         path.unlink()
     if parsed["label"] != label:
         raise RuntimeError(f"{label}: the dump {dump} is labelled {parsed['label']!r}")
-    return {"instructions": parsed["instructions"], "split": split(parsed["self"]),
+    return {"instructions": parsed["instructions"], "events": parsed["events"], "split": split(parsed["self"]),
             "top": top_functions(parsed["self"]), "label": label}
 
 
@@ -154,11 +228,17 @@ def category(obj: str, function: str) -> str:
 
 
 def parse_dump(path: Path) -> dict:
-    """One dumped round: {"label", "instructions" (the total), "self": {(object, function): self count}}. A cost
-    line right after a calls= line is the call's inclusive cost, not the caller's own, and is skipped."""
+    """One dumped round: {"label", "instructions" (the total), "events" ({event: total} for every event its
+    `events:` line names, in that order), "self": {(object, function): self count}}. A cost line right after a
+    calls= line is the call's inclusive cost, not the caller's own, and is skipped. The instructions are the first
+    event's (Ir; its `totals:`/`summary:` line's first figure); an event a cost line or the totals leave off at the
+    end counts 0 there, as callgrind writes them."""
     label, total = "", None
     names: dict[tuple[str, str], str] = {}
     spent: Counter = Counter()
+    events: list[str] = []
+    summed: list[int] = []  # every event's self costs, summed: the totals where a dump has no totals line
+    totals: list[int] | None = None
     obj = function = "???"
     after_call = False
     with open(path, errors="replace") as lines:
@@ -173,6 +253,11 @@ def parse_dump(path: Path) -> dict:
                 parts = line.split()
                 if len(parts) > 1:
                     spent[(obj, function)] += int(parts[1])
+                    costs = parts[1:]
+                    if len(costs) > len(summed):
+                        summed += [0] * (len(costs) - len(summed))
+                    for i, cost in enumerate(costs):
+                        summed[i] += int(cost)
                 continue
             key, _, value = line.rstrip("\n").partition("=")
             if key in ("ob", "fn", "cob", "cfn"):
@@ -187,10 +272,15 @@ def parse_dump(path: Path) -> dict:
             elif line.startswith("desc: Trigger:"):
                 label = line.split("Client Request:", 1)[-1].strip() if "Client Request:" in line else line[14:].strip()
             elif line.startswith(("totals:", "summary:")):
-                total = int(line.split(":", 1)[1].split()[0])
+                totals = [int(figure) for figure in line.split(":", 1)[1].split()]
+                total = totals[0]
+            elif line.startswith("events:"):
+                events = line.split(":", 1)[1].split()
     if total is None:
         total = sum(spent.values())
-    return {"label": label, "instructions": total, "self": spent}
+    figures = totals if totals is not None else summed
+    by_event = {event: figures[i] if i < len(figures) else 0 for i, event in enumerate(events or ["Ir"])}
+    return {"label": label, "instructions": total, "events": by_event, "self": spent}
 
 
 def _name(names: dict, kind: str, value: str) -> str:
