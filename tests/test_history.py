@@ -221,6 +221,30 @@ def test_the_page_by_torch_version_gives_each_release_its_ratio_and_the_interpre
     assert "interpreter's share" not in page.render(built, [], [], "commit")  # along commits: the ratio chart alone
 
 
+def test_one_page_holds_the_commits_and_then_the_torch_releases(tmp_path):
+    shas, _ = scratch_repo(tmp_path / "repo", 2)
+    history_paths = [write(tmp_path / "history", f"{n}.json", saved(sha, COUNTS)) for n, sha in enumerate(shas)]
+    release_paths = [write(tmp_path / "releases", f"{n}.json", saved("0" * 40, COUNTS, torch=torch))
+                     for n, torch in enumerate(("2.12.1+cu130", "2.13.0+cu130"))]
+    out = tmp_path / "page.html"
+    assert cli.main([str(tmp_path / "history"), "--repo", str(tmp_path / "repo"), "--releases",
+                     str(tmp_path / "releases"), "--html", str(out)]) == 0
+    html = out.read_text(encoding="utf8")
+    by_commit, by_torch = html.split('<h1 id="releases">')
+    assert by_commit.count('data-by="commit"') == 1 and 'data-by="torch"' not in by_commit
+    assert by_torch.count('data-by="torch"') == 1 and len(release_paths) == len(history_paths)
+    assert "interpreter's share" in by_torch and "interpreter's share" not in by_commit
+    rows = re.findall(r'<tr data-pair="python / cpp" data-x="([^"]+)"><td>[^<]*</td><td>[^<]*</td><td>([\d.]+)×',
+                      by_torch)
+    assert {("2.12.1+cu130", "2.632"), ("2.13.0+cu130", "2.632")} <= set(rows)  # loss: 25,000 / 9,500
+
+
+@pytest.mark.parametrize("ratios, label", [([1.001, 1.003], "1.0010×"), ([1.0, 1.5], "1.00×"), ([2.0], "2.00×")])
+def test_a_ratio_axis_shows_the_decimals_its_range_needs(ratios, label):
+    positions = [series_mod.Position(str(n), str(n), str(n), n) for n in range(len(ratios))]
+    assert page.ratio_unit({"python / cpp": (positions, ratios)})(ratios[0]) == label
+
+
 def test_testing_runs_and_dirty_trees_are_left_out_with_their_reason(tmp_path):
     shas, _ = scratch_repo(tmp_path / "repo", 1)
     write(tmp_path / "r", "slowed.json", saved(shas[0], COUNTS, testing={"slow_phase": "python/loss:1000work"}))

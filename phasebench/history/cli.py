@@ -4,6 +4,8 @@ releases), its change points, and optionally the page (--html).
     python -m phasebench.history .benchmarks docs/instruction-counts          # along first-parent history of HEAD
     python -m phasebench.history --by torch results/releases --html out.html  # by torch version
     python -m phasebench.history out.json --append results/history            # out.json's runs into compact series
+    python -m phasebench.history results/history/instructions results/history/time \
+        --releases results/history/torch --html index.html                      # commits, then torch releases
     python -m phasebench.history results/history --unconfirmed                # the change points to re-run
 
 A folder of compact series (--append) is read like any other. With no path, pytest-benchmark's default storage (.benchmarks/ of the repository). Exit status 0, 2 on a usage
@@ -111,6 +113,9 @@ def main(argv=None) -> int:
     parser.add_argument("--append", type=Path, metavar="DIR",
                         help="append the runs read to compact series under DIR (one small file per series) and "
                              "build nothing else; exit status 2 where no run could be read")
+    parser.add_argument("--releases", nargs="+", metavar="PATH",
+                        help="results of torch releases (.ci/history-torch's folder), shown by torch version "
+                             "after the history, on the same page")
     parser.add_argument("--count-glibc", metavar="VERSION",
                         help="the glibc version of counted runs that record none (counted before the count mode "
                              "recorded it), for their series' key; .ci/history-run passes the machine's own")
@@ -125,7 +130,7 @@ def main(argv=None) -> int:
     if args.unconfirmed and (args.append or args.html):
         parser.error("--unconfirmed prints the change points alone: it takes no --append or --html")
     paths = args.paths or default_paths()
-    missing = [p for p in paths if not Path(p).exists()]
+    missing = [p for p in paths + (args.releases or []) if not Path(p).exists()]
     if missing:
         parser.error(f"no such file or folder: {', '.join(missing)}")
     if args.append:
@@ -148,8 +153,15 @@ def main(argv=None) -> int:
         print(f"{parser.prog}: no series: no phasebench result under {', '.join(paths)} could be placed",
               file=sys.stderr)
         return 2
+    releases, release_splits = [], []
+    if args.releases:
+        release_reading = points.read(args.releases, by="torch", dirty=args.dirty, count_glibc=args.count_glibc)
+        releases, release_notes = series_mod.build(release_reading.points, series_mod.Order("torch"))
+        release_splits = series_mod.splits(releases)
+        sys.stdout.write(terminal(releases, release_reading.left_out + release_notes, release_splits, "torch"))
+        release_splits += [f"left out: {note}" for note in release_reading.left_out + release_notes]
     if args.html:
-        args.html.write_text(page.render(all_series, split_lines, reading.left_out + notes, args.by),
-                             encoding="utf8")
+        args.html.write_text(page.render(all_series, split_lines, reading.left_out + notes, args.by,
+                                         releases, release_splits), encoding="utf8")
         print(f"page: {args.html}")
     return 0

@@ -161,6 +161,15 @@ def ratios(members: list[Series]) -> dict[str, tuple[list[Position], list[float]
     return found
 
 
+def ratio_unit(ratio_lines: dict[str, tuple[list[Position], list[float]]]):
+    """A ratio's label with as many decimals as its chart's range needs (a ratio moving by 0.1 % is not 1.00×
+    on every tick)."""
+    values = [v for _, found in ratio_lines.values() for v in found]
+    span = max(values) - min(values) if values else 0.0
+    digits = 2 if span == 0 or span >= 0.05 else min(6, 1 - math.floor(math.log10(span)))
+    return lambda v: f"{v:.{digits}f}×"
+
+
 def shares(ratio_lines: dict[str, tuple[list[Position], list[float]]]) -> str:
     """Per release, each pair's ratio and the interpreter's share: the part of the Python implementation's cost
     that its reference of the other language does not have, 1 - 1/ratio (negative where Python costs less)."""
@@ -186,7 +195,7 @@ def card(phase: str, members: list[Series], metric: str, by: str) -> str:
     ratio_lines = ratios(members)
     if ratio_lines:
         html.append(f'<div class="ratio"><span class="notes">ratio {escape(", ".join(ratio_lines))}</span>' + chart(ratio_lines, axis, metric, RATIO_HEIGHT, None,
-                                                  title=f"{phase} ratio", unit_of=lambda v: f"{v:.2f}×", ratio=True) + "</div>")
+                                                  title=f"{phase} ratio", unit_of=ratio_unit(ratio_lines), ratio=True) + "</div>")
     if ratio_lines and by == "torch":
         html.append(shares(ratio_lines))
     legend = " ".join(f'<span style="color:{colour(s.key.implementation, sorted(lines))}">●'
@@ -200,24 +209,40 @@ def select(name: str, label: str, values: set[str]) -> str:
     return f'<label>{label} <select id="f-{name}"><option value="">all</option>{options}</select></label>'
 
 
-def render(all_series: list[Series], split_lines: list[str], notes: list[str], by: str) -> str:
+def sections(all_series: list[Series], by: str) -> list[str]:
+    """One section per machine, method, metric, device and workload; in it a card per phase."""
     groups: dict[tuple, dict[str, list[Series]]] = defaultdict(lambda: defaultdict(list))
     for s in all_series:
         groups[s.key.group()][s.key.phase].append(s)
     body = []
     for (_, method, metric, device, workload), phases in groups.items():
         key = next(iter(phases.values()))[0].key
-        body.append(f'<section class="group" data-metric="{escape(metric)}"><h2>{escape(metric)} on '
-                    f'{escape(device)}{", workload " + escape(workload) if workload else ""}, method {method}, by '
-                    f'{escape(by)}</h2><p class="notes">{escape(key.machine_label())}</p>')
+        body.append(f'<section class="group" data-metric="{escape(metric)}" data-by="{escape(by)}"><h2>'
+                    f'{escape(metric)} on {escape(device)}{", workload " + escape(workload) if workload else ""}, '
+                    f'method {method}, by {escape(by)}</h2><p class="notes">{escape(key.machine_label())}</p>')
         body += [card(phase, members, metric, by) for phase, members in phases.items()]
         body.append("</section>")
-    filters = (select("phase", "phase", {s.key.phase for s in all_series})
-               + select("impl", "implementation", {s.key.implementation for s in all_series})
-               + select("metric", "metric", {s.key.metric for s in all_series}))
+    return body
+
+
+def render(all_series: list[Series], split_lines: list[str], notes: list[str], by: str,
+           releases: list[Series] | None = None, release_splits: list[str] | None = None) -> str:
+    """The page: the series ordered `by` commit (or torch version) and, with `releases`, the series of the same
+    phases ordered by torch release after them, one filter over both."""
+    every = all_series + (releases or [])
+    body = sections(all_series, by)
+    if releases:
+        body += ['<h1 id="releases">Across torch releases</h1>',
+                 '<ul class="notes">' + "".join(f"<li>{escape(line)}</li>" for line in release_splits or [])
+                 + "</ul>"] + sections(releases, "torch")
+    filters = (select("phase", "phase", {s.key.phase for s in every})
+               + select("impl", "implementation", {s.key.implementation for s in every})
+               + select("metric", "metric", {s.key.metric for s in every}))
     listed = "".join(f"<li>{escape(line)}</li>" for line in split_lines + [f"left out: {n}" for n in notes])
+    across = "commits" if by == "commit" else "torch releases"
+    if releases:
+        across += ' and <a href="#releases">torch releases</a>'
     return ("<!doctype html><html lang=en><head><meta charset=utf-8><title>phasebench history</title>"
-            f"<style>{STYLE}</style></head><body><h1>phasebench: every phase across "
-            f"{'commits' if by == 'commit' else 'torch releases'}</h1>"
+            f"<style>{STYLE}</style></head><body><h1>phasebench: every phase across {across}</h1>"
             f'<div id="filters">{filters}</div><ul class="notes">{listed}</ul>' + "".join(body)
             + f"<script>{SCRIPT}</script></body></html>\n")
