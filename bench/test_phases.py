@@ -4,8 +4,9 @@ Each case records its worker's timer floor (the empty phase's median), the phase
 counted rounds went through (each worker thread's CPU and context switches, the machine's steal time, Python's
 garbage collections, a canary at their start and end: docs/method.md#what-the-rounds-went-through), and checks,
 round by round, that the phase did its work (its product) and that no tensor an earlier round left was still alive
-when its clock started. Under --benchmark-disable each case runs a few rounds, so the test command checks every
-phase in both languages."""
+when its clock started, unless --round-checks off leaves those checks out of its rounds
+(docs/method.md#switches-for-the-intervention-study). Under --benchmark-disable each case runs a few rounds, so the
+test command checks every phase in both languages."""
 
 import functools
 import statistics
@@ -135,7 +136,7 @@ class Rounds:
             self.worker = self.spawn()
             self.workers.append(self.worker)
             for _ in range(self.settings.warmup_rounds):
-                self.worker.run_phase(self.phase)
+                self.worker.run_phase(self.phase, self.settings.switches.checks)
             self.left = self.shares()[len(self.workers) - 1] if len(self.workers) <= self.settings.processes else 1
         self.left -= 1
         return self.worker
@@ -164,6 +165,7 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
     # The rounds pytest-benchmark counts: after the warm-up (run through one_round with one worker), before the rounds
     # the product checks add under CHECKED_ROUNDS; under --benchmark-disable, every round.
     first = settings.warmup_rounds if settings.processes == 1 and not one_shot else 0
+    checks = settings.switches.checks  # --round-checks off: no round computes or checks what proves its work
     counted_rounds = range(first, first + settings.rounds) if benchmark.enabled else range(sys.maxsize)
     # What they went through (docs/method.md#what-the-rounds-went-through), read in each worker just before the first
     # counted round it runs and just after its last: not under --count (Valgrind's machine is not the program's).
@@ -174,7 +176,7 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
         index = len(taken)
         if records and index in counted_rounds:
             records.open(worker)
-        timed = worker.run_phase(phase)
+        timed = worker.run_phase(phase, checks)
         # --count instructions: the clock pytest-benchmark reads advances by the round's count (1e-9 each).
         worker_clock.advance(timed.counted["instructions"] if timed.counted else timed.ns)
         taken.append((worker, timed.ns, timed))
@@ -185,7 +187,8 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
     schema.write(benchmark, schema.PhaseInfo, implementation=impl, language=registered.language,
                  reference=registered.pair, device=device, phase=phase, **workload.as_info(), rounds=settings.rounds,
                  warmup_rounds=settings.warmup_rounds, threads=settings.threads, processes=settings.processes,
-                 order=request.node.stash.get(RUN_ORDER, None), note=registered.notes.get(device))
+                 order=request.node.stash.get(RUN_ORDER, None), note=registered.notes.get(device),
+                 round_checks="on" if checks else None)
     # With several processes, no one worker's CPU is the case's: utilization then watches the device only.
     watched = pooled() if settings.processes == 1 else types.SimpleNamespace(pid=None, device=device, impl=impl)
     try:
@@ -212,8 +215,12 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
         schema.write(benchmark, schema.CountedPhaseInfo,
                      **counted_info([timed.counted for _, _, timed in counted], rounds.workers))
 
-    resident = device == "cpu" or registered.split_on_device
     products = [timed.product for _, _, timed in taken]
+    if not checks:  # what the worker did: "off", or the C++ library's "computed" (it has no switch); nothing checked
+        did = ",".join(sorted({product.get("checks", "on") for product in products}))
+        schema.write(benchmark, schema.PhaseInfo, round_checks=did)
+        return
+    resident = device == "cpu" or registered.split_on_device
     problems = [f"round {i}: {problem}" for i, product in enumerate(products)
                 for problem in work_problems(phase, product, workload, resident)]
     problems += leftover_problems(phase, products)

@@ -35,16 +35,41 @@ def metric_of(result: dict) -> str:
     return schema.machine_of(result).metric or "time"
 
 
-def mismatch(baseline_path, baseline: dict, current_method: int, current_metric: str = "time") -> str | None:
-    """One line when a baseline was measured by another method or metric than this run's, else None."""
+def switched(machine: schema.MachineInfo) -> dict[str, str]:
+    """The intervention study's switches a run's timed workers ran with that a run without them does not have
+    (phasebench/plugin/switches.py): {"round checks": "off", "OMP_WAIT_POLICY": "passive", "pins": "count"}, each
+    only where it applied; {} for a run that changed none, and for one saved before they existed."""
+    changed = {}
+    if machine.round_checks == "off":
+        changed["round checks"] = "off"
+    if machine.omp_wait_policy not in (None, "default"):
+        changed["OMP_WAIT_POLICY"] = machine.omp_wait_policy
+    if machine.pins:
+        changed["pins"] = str(machine.pins.get("conditions") or "count")
+    return changed
+
+
+def switched_text(changed: dict[str, str]) -> str:
+    return ", ".join(f"{name} {value}" for name, value in changed.items()) or "no switch"
+
+
+def mismatch(baseline_path, baseline: dict, current_method: int, current_metric: str = "time",
+             current_switched: dict[str, str] | None = None) -> str | None:
+    """One line when a baseline was measured by another method or metric than this run's, or, where
+    `current_switched` (switched()) is given, with other switches, else None."""
     method, metric = method_of(baseline), metric_of(baseline)
     if metric != current_metric:
         return (f"{baseline_path} holds {metric}, this run {current_metric} (see phasebench/schema.py): a count is "
                 f"never compared with a time; measure a baseline of the same metric")
-    if method == current_method:
-        return None
-    return (f"{baseline_path} was measured by phasebench method {method}, this run by method {current_method} "
-            f"(see phasebench/schema.py): their timings are not comparable; measure a new baseline")
+    if method != current_method:
+        return (f"{baseline_path} was measured by phasebench method {method}, this run by method {current_method} "
+                f"(see phasebench/schema.py): their timings are not comparable; measure a new baseline")
+    before = switched(schema.machine_of(baseline))
+    if current_switched is not None and before != current_switched:
+        return (f"{baseline_path} was timed with {switched_text(before)}, this run with "
+                f"{switched_text(current_switched)} (docs/method.md#switches-for-the-intervention-study): their "
+                f"timings are not comparable; measure a baseline under the same switches")
+    return None
 
 
 # -- finding and reading them ---------------------------------------------------------------------------

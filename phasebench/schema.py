@@ -7,8 +7,7 @@ read (check_result, info_of, machine_of), naming the file and the benchmark. A l
 nothing of the suite beyond phasebench.spec, phasebench.method and phasebench.record (the base records: a saved dict's
 typed form, and what every case records; tests/test_layers.py).
 
-The measurement method that made a result is phasebench/method.py's (METHOD_VERSION, re-exported here).
-"""
+The measurement method that made a result is phasebench/method.py's (METHOD_VERSION, re-exported here)."""
 
 from __future__ import annotations
 
@@ -76,6 +75,7 @@ class PhaseInfo(Case):
     canary_start_s: float | None = None  # seconds a fixed pure-Python loop took in the worker just before the window
     # (the first worker's; best of 3): the machine's speed when the rounds began, the same work in both languages
     canary_end_s: float | None = None  # the same just after it (the last worker's): whether the speed moved
+    round_checks: str | None = None  # its worker's (--round-checks): on, off, computed (C++: no switch); none: on
 
 
 @dataclass
@@ -269,6 +269,9 @@ class MachineInfo(Record):
     processes: int | None = None
     order_seed: int | None = None  # each phase's run order's seed (--order-seed); none: the fixed rotation's order
     testing: dict | None = None  # the test knobs a testing run used; None in a real run
+    round_checks: str | None = None  # "on" or "off" (--round-checks, phasebench/plugin/switches.py); none: on
+    omp_wait_policy: str | None = None  # the timed workers' OMP_WAIT_POLICY, lower case ("default": none set)
+    pins: dict | None = None  # --pins count: what the timed workers ran under, and could not; null: none
 
 
 # Keys older methods saved that the current records no longer have: read (and dropped) in results of those

@@ -1,8 +1,11 @@
-"""Research studies of the gates, not part of the product: phasebench/ never imports this package
+"""Research studies (the gates, the ratios' gap), not part of the product: phasebench/ never imports this package
 (tests/test_layers.py checks). Run from the repository root:
 
 - gate_study: `python -m studies.gate_study OUT_DIR --slow …`, what the pull-request gate does on this machine,
   over the gated runs that studies/gate-study makes (docs/gating.md#baselines-and-ci-gating);
 - count_study: `python -m studies.count_study spread|summary …`, the instruction-count gate's thresholds and its
-  gated runs, from studies/count-study (docs/instruction-counts.md).
+  gated runs, from studies/count-study (docs/instruction-counts.md);
+- interventions: `python -m studies.interventions OUT_DIR [--pairs N] …`, each suspected cause of the network phases'
+  Python/C++ gap switched alone across fresh processes, with an interval on the change of each ratio
+  (docs/method.md#switches-for-the-intervention-study; its docstring says how to run it and what it costs).
 """

@@ -18,6 +18,9 @@ from tests.child_runs import run_suite
     ("--impl", "rust", ", ".join(registry.NAMES)),
     ("--device", "tpu", "cpu, cuda"),
     ("--dataset", "imagenet", "auto, mnist, fashion-mnist, synthetic"),
+    ("--round-checks", "maybe", "on, off"),
+    ("--omp-wait-policy", "spin", "passive, active, default"),
+    ("--pins", "all", "none, count"),
 ])
 def test_an_unknown_option_value_is_a_usage_error(option, value, valid):
     run = run_suite(option, value)

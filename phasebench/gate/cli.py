@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from phasebench import results
+from phasebench import results, schema
 from phasebench.gate.decide import DEFAULT_THRESHOLD, Run, decide, table
 from phasebench.gate.stats import change_either_way
 
@@ -35,7 +35,8 @@ def main(argv=None) -> int:
                         help=f"where saved results are, as --benchmark-storage (default: {results.DEFAULT_STORAGE})")
     args = parser.parse_args(argv)
     (args.baseline, baseline), (args.result, result) = (_load(name, args.storage) for name in (args.baseline, args.result))
-    different = results.mismatch(args.baseline, baseline, results.method_of(result), results.metric_of(result))
+    different = results.mismatch(args.baseline, baseline, results.method_of(result), results.metric_of(result),
+                                 results.switched(schema.machine_of(result)))
     if different:
         raise SystemExit(different.replace("this run", args.result))
     verdicts = decide([Run.of(args.baseline, baseline)], [Run.of(args.result, result)])

@@ -51,6 +51,7 @@ class Run:
     keys: dict[str, tuple]  # fullname -> (phase, implementation, device, workload id)
     floors: dict[str, float]  # fullname -> timer floor (s), for phase cases
     method: int | None = None  # the measurement method that made it (phasebench/results.py)
+    switched: tuple = ()  # the intervention study's switches it ran with (results.switched, as pairs); () for none
 
     @classmethod
     def load(cls, path) -> Run:
@@ -74,7 +75,8 @@ class Run:
             floor = getattr(schema.info_of(bench), "timer_floor_s", None)
             if floor:
                 floors[name] = floor
-        return cls(str(path), medians, keys, floors, results.method_of(result))
+        return cls(str(path), medians, keys, floors, results.method_of(result),
+                   tuple(results.switched(schema.machine_of(result)).items()))
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,10 @@ def decide(base_runs: list[Run], head_runs: list[Run], threshold: float = DEFAUL
     if len(methods) > 1:
         raise ValueError("runs of different measurement methods (phasebench/results.py): "
                          + ", ".join(f"{run.path} method {run.method}" for run in base_runs + head_runs))
+    if len({run.switched for run in base_runs + head_runs}) > 1:
+        raise ValueError("runs timed with different switches (docs/method.md#switches-for-the-intervention-study): "
+                         + ", ".join(f"{run.path} {results.switched_text(dict(run.switched))}"
+                                     for run in base_runs + head_runs))
     runs = base_runs + head_runs
     names = sorted(set.intersection(*(set(run.medians) for run in runs)))
     verdicts = []

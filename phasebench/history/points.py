@@ -5,7 +5,9 @@ A series never joins results of different metrics, methods or machines. A time s
 its cores, the kernel, the torch build and the threads (and the GPU, on cuda); a count series on the count mode's
 pins, the Valgrind and glibc versions and the pinned CPU capability (phasebench/plugin/counting.py's machine_info),
 since a count does not depend on the clock speed of the CPU that ran it, and on the simulated caches' geometry and
-the branch simulation where a count ran with them (a count without keeps the key it always had). Ordered by torch
+the branch simulation where a count ran with them (a count without keeps the key it always had); either kind on the
+intervention study's switches where a run changed one (--round-checks off, --omp-wait-policy, --pins count: a run
+without keeps its key). Ordered by torch
 version, the torch build leaves the key and only its kind (a CUDA build or a cpu one) stays.
 
 A long history is kept as compact series (`append`, `python -m phasebench.history --append DIR`): one small file per
@@ -84,6 +86,9 @@ def machine_key(machine: schema.MachineInfo, platform: dict, device: str, thread
     """The (name, value) pairs a series of this result is keyed on (the module's docstring); `count_glibc` stands
     for the glibc of a count that does not record its own (one counted before the count mode recorded it)."""
     torch = ("torch build", torch_kind(machine.torch)) if by == "torch" else ("torch", machine.torch)
+    # The intervention study's switches a run changed (results.switched): none for a run without them, which keeps
+    # the key it always had.
+    switched = tuple(results.switched(machine).items())
     if (machine.metric or "time") == "instructions":
         count = machine.count or {}
         pins = " ".join(f"{name}={value}" for name, value in sorted((count.get("pins") or {}).items()))
@@ -95,12 +100,12 @@ def machine_key(machine: schema.MachineInfo, platform: dict, device: str, thread
                                           for name in ("I1", "D1", "LL") if name in caches)),)
         if count.get("branch_sim"):
             pairs += (("branches", "simulated"),)
-        return pairs
+        return pairs + switched
     pairs = [("CPU", machine.cpu or platform["cpu_brand"]), ("cores", platform["cores"]),
              ("kernel", platform["kernel"]), torch, ("threads", threads)]
     if device == "cuda":
         pairs.append(("GPU", (machine.gpu or {}).get("name")))
-    return tuple((name, "unrecorded" if value is None else str(value)) for name, value in pairs)
+    return tuple((name, "unrecorded" if value is None else str(value)) for name, value in pairs) + switched
 
 
 def context_of(machine: schema.MachineInfo, platform: dict, by: str) -> dict:

@@ -8,7 +8,8 @@ root conftest.py lists this module in pytest_plugins for a checkout that was not
 name that listing does nothing.
 
 Its parts, each a plugin module of its own: options, session, fixtures, cases (the collection hooks), terminal (the
-header and the answer), gating (baselines and --phase-ratio-fail), counting (--count instructions).
+header and the answer), gating (baselines and --phase-ratio-fail), counting (--count instructions), switches (the
+intervention study's --round-checks, --omp-wait-policy, --pins).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from phasebench.plugin.cases import RUN_ORDER  # noqa: F401  (the cases read it 
 from phasebench.plugin.session import COMMIT_ENV, DIRTY_ENV, ORDER_SEED_INPUT, PhasebenchSession
 
 pytest_plugins = ["phasebench.plugin.options", "phasebench.plugin.fixtures", "phasebench.plugin.cases",
-                  "phasebench.plugin.terminal", "phasebench.plugin.gating", "phasebench.plugin.counting"]
+                  "phasebench.plugin.terminal", "phasebench.plugin.gating", "phasebench.plugin.counting",
+                  "phasebench.plugin.switches"]
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark makes its session from the options

@@ -79,7 +79,8 @@ def last_user(request) -> dict:
 
 def spawner(settings: PhasebenchSession, impl: str, device: str, options: dict, library: str | None):
     """A Worker of the session's worker program, not started yet: calling it starts one."""
-    return partial(Worker, impl, device, options, settings.round_timeout, library, module=settings.worker_module)
+    return partial(Worker, impl, device, options, settings.round_timeout, library, module=settings.worker_module,
+                   conditions=settings.conditions)
 
 
 @pytest.fixture(scope="session")

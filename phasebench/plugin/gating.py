@@ -22,7 +22,7 @@ from pytest_benchmark.logger import PytestBenchmarkWarning
 from pytest_benchmark.session import PerformanceRegression
 from pytest_benchmark.storage.file import FileStorage
 
-from phasebench import results
+from phasebench import results, schema
 from phasebench.gate.compare import gate_failures, machine_info_differences
 from phasebench.gate.options import parse_percent
 
@@ -60,14 +60,17 @@ def pytest_sessionstart(session):
     saved = session.config.stash.get(_WARNING_FILTERS, None)
     if saved is not None:
         warnings.filters[:] = saved
-    metric = getattr(session.config, "phasebench", None) and session.config.phasebench.machine.get("metric")
+    settings = getattr(session.config, "phasebench", None)
+    metric = settings and settings.machine.get("metric")
+    # The switches this run changed (phasebench/plugin/switches.py): a baseline timed with others is refused.
+    switched = settings and results.switched(schema.machine_of({"machine_info": {"phasebench": settings.machine}}))
     error = _comparison_error(_benchmark_session(session.config), session.config.getoption("phase_ratio_fail"),
-                              metric or "time")
+                              metric or "time", switched)
     if error:
         raise pytest.UsageError(error)
 
 
-def _comparison_error(bs, ratio_fail, metric: str = "time") -> str | None:
+def _comparison_error(bs, ratio_fail, metric: str = "time", switched: dict | None = None) -> str | None:
     """Why the comparison asked for cannot happen, in one line naming the file; None when it can."""
     if bs is None:
         return None
@@ -98,7 +101,7 @@ def _comparison_error(bs, ratio_fail, metric: str = "time") -> str | None:
             reason = results.baseline_error(path) or "pytest-benchmark could not load it"
             return f"{option}: baseline {path} is unreadable: {reason}"
         different = results.mismatch(path, json.loads(path.read_text(encoding="utf8")), results.METHOD_VERSION,
-                                      metric)
+                                      metric, switched)
         if different:
             return f"{option}: {different}"
     return None

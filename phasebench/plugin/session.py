@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from phasebench import data, registry, utilization
-from phasebench.plugin import counting, machine
+from phasebench.plugin import counting, machine, switches
 from phasebench.plugin.cases import SELECTIONS, chosen_selections
 from phasebench.plugin.guards import given_options, histogram_unavailable, misread_path_option, refused_option
 from phasebench.registry import DEVICES
@@ -22,6 +22,7 @@ from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload, parse_sizes, workloads
 from phasebench.worker import build
 from phasebench.worker import counting as count_mode
+from phasebench.worker.client import Conditions
 
 COMMIT_ENV, DIRTY_ENV = "PHASEBENCH_COMMIT", "PHASEBENCH_DIRTY"  # for a copy without git history
 DEFAULT_DATA = build.ROOT / "data"  # the repository's, wherever pytest is started
@@ -70,6 +71,10 @@ class PhasebenchSession:
     # The seed of each phase's run order (phasebench/plugin/cases.py run_order): --order-seed, or one drawn per run;
     # pytest-xdist's workers take their controller's (ORDER_SEED_INPUT), so that they collect the same order.
     order_seed: int = 0
+    # The intervention study's switches (phasebench/plugin/switches.py: --round-checks, --omp-wait-policy, --pins),
+    # and what the timed workers run under because of them (None: nothing beyond the environment's).
+    switches: switches.Switches = field(default_factory=switches.Switches)
+    conditions: Conditions | None = None
 
     @property
     def free_running(self) -> bool:
@@ -131,6 +136,7 @@ class PhasebenchSession:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least {minimum}")
         if option("dist_timeout") <= 0:
             raise ValueError("--dist-timeout must be above 0")
+        switched = switches.parse(option, option("threads"), option("count"), option("benchmark_disable", False))
         if os.environ.get(COMMIT_ENV) and os.environ.get(DIRTY_ENV) not in ("0", "1"):
             raise ValueError(f"{COMMIT_ENV} needs {DIRTY_ENV}=0 (the tree it names was clean) or 1, "
                              f"not {os.environ.get(DIRTY_ENV)!r}")
@@ -155,14 +161,20 @@ class PhasebenchSession:
                 raise ValueError(str(error)) from None
         session = cls(
             impls=impls, devices=devices, workloads=chosen_workloads,
-            # 0 where not probed (a collection): torch's default, which no worker is started to use.
-            threads=option("threads") or (machine.probe()["threads"] if probed else 0),
+            # 0 where not probed (a collection): torch's default, which no worker is started to use; --pins count
+            # times on the count mode's one thread.
+            threads=option("threads") or (1 if switched.pinned else machine.probe()["threads"] if probed else 0),
             rounds=option("rounds"), warmup_rounds=option("warmup_rounds"), round_timeout=option("round_timeout"),
             epochs=option("epochs"), run_rounds=option("run_rounds"), processes=option("processes"),
             source=source, cuda_reason=cuda_reason, jobs=jobs, models=models, extras=chosen_selections(config),
-            world_sizes=world_sizes, dist_timeout=option("dist_timeout"), order_seed=order_seed(config))
+            world_sizes=world_sizes, dist_timeout=option("dist_timeout"), order_seed=order_seed(config),
+            switches=switched)
         counted = session._count_instructions(given_options(config), probed, simulated) if option("count") else {}
-        session.machine = machine.machine_info(session, probed) | counted
+        aslr = count_mode.aslr_off() if probed and switched.pinned else []
+        session.conditions = switches.conditions(switched, aslr)
+        capability = counting.pinned_capability() if probed and switched.pinned else None
+        session.machine = (machine.machine_info(session, probed) | counted
+                           | switches.machine_info(switched, aslr, capability))
         session.utilization = utilization.Monitor(sampling=not option("no_utilization"),
                                                   gpu_expected="cuda" in devices and cuda_reason is None)
         return session

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from phasebench import data
+from phasebench.plugin import switches
 from phasebench.plugin.cases import left_out_line
 from phasebench.plugin.session import PhasebenchSession
 
@@ -33,7 +34,7 @@ def pytest_report_header(config):
         timing,
         f"phasebench: implementations {', '.join(settings.impls)}; workloads "
         f"{'; '.join(workload.label for workload in settings.workloads)}",
-    ] + ([f"phasebench: TESTING RUN: {settings.worker_module} and the {settings.library_variant} library, knobs "
+    ] + [line for line in (switches.header(settings.switches),) if line] + ([f"phasebench: TESTING RUN: {settings.worker_module} and the {settings.library_variant} library, knobs "
           f"{settings.testing}: these figures are not a measurement"] if settings.testing is not None else [])
     results = [f"{line.split(' (defaults:')[0]} (its timer, rounds, warm-up and calibration are not used: see "
                f"phasebench: timing)" if isinstance(line, str) and line.startswith("benchmark: ") and "(defaults:" in line

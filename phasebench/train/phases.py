@@ -27,6 +27,9 @@ class Phase:
     product: Callable[[TrainingState], dict] | None
     run_body: object = SAME  # what the training run times under this name (None: the run has no such total)
     continues_itself: bool = False  # its rounds follow one another as training steps do
+    # Untimed, after prepare: what the product is checked against, taken before the body (the generator's state, the
+    # gradients, conv1's weight); left out with the product when a round skips its checks (--round-checks off).
+    check_before: Callable[[TrainingState], None] | None = None
 
     @property
     def label(self) -> str:  # the published table's row
@@ -53,8 +56,7 @@ def _copied(t: TrainingState) -> dict:
                    resident=resident)
 
 
-def _prepare_forward(t: TrainingState):
-    t.on_device()
+def _remember_rng(t: TrainingState):
     t.rng_before = t.rng_state()
 
 
@@ -71,8 +73,7 @@ def _forwarded_product(t: TrainingState) -> dict:
     return product(t.output, all_finite([t.output]), recompute_error=error)
 
 
-def _prepare_backward(t: TrainingState):
-    t.forwarded()
+def _remember_zero_grads(t: TrainingState):
     t.zero_before = all(p.grad is None or not bool(p.grad.any()) for p in t.model.parameters())
 
 
@@ -85,6 +86,9 @@ def _backward_product(t: TrainingState) -> dict:
 def _prepare_update(t: TrainingState):
     t.forwarded()
     t.backward()
+
+
+def _remember_update(t: TrainingState):
     weight = t.model.conv1.weight
     momentum = t.optimizer.state.get(weight, {}).get("momentum_buffer")
     t.update_check = (weight.detach().clone(), weight.grad.clone()) + (() if momentum is None else (momentum.clone(),))
@@ -106,6 +110,9 @@ def _prepare_sync(t: TrainingState):
         raise ValueError(f"'{GRAD_SYNC}' is a phase of a data-parallel trainer that all-reduces after backward only")
     t.forwarded()
     t.backward()
+
+
+def _remember_grad(t: TrainingState):
     t.update_check = (t.model.conv1.weight.grad.clone(),)
 
 
@@ -137,10 +144,11 @@ PHASES = (
     Phase("data_loading", None, TrainingState.load_batch, _loaded, run_body=TrainingState.load_in_epoch),
     Phase("copy_to_device", TrainingState.load_batch, TrainingState.copy_batch, _copied),
     Phase("optimizer_init", None, TrainingState.fresh_model, _fresh_product, run_body=TrainingState.build_model),
-    Phase("forward", _prepare_forward, TrainingState.forward, _forwarded_product),
+    Phase("forward", TrainingState.on_device, TrainingState.forward, _forwarded_product, check_before=_remember_rng),
     Phase("loss", lambda t: (t.on_device(), t.forward()), TrainingState.compute_loss, lambda t: _loss_product(t, t.loss)),
-    Phase("backward", _prepare_backward, TrainingState.backward, _backward_product),
-    Phase("param_update", _prepare_update, TrainingState.update, _updated_product),
+    Phase("backward", TrainingState.forwarded, TrainingState.backward, _backward_product,
+          check_before=_remember_zero_grads),
+    Phase("param_update", _prepare_update, TrainingState.update, _updated_product, check_before=_remember_update),
     Phase("progress_print", TrainingState.forwarded, TrainingState.print_progress, lambda t: _loss_product(t, t.loss)),
     # The per-phase train_step holds the batch's loading and copying; the training run times those apart, and
     # a step replayed whole under step_in_run.
@@ -158,7 +166,7 @@ RUN_ONLY = (Phase(STEP_IN_RUN, None, None, None, run_body=TrainingState.whole_st
 NOOP = Phase("noop", None, lambda t: None, lambda t: product(torch.empty(0), True))
 LOSS_ITEM = Phase("loss_item", TrainingState.forwarded, TrainingState.read_loss, lambda t: _loss_product(t, t.loss))
 # Data parallel only (phasebench/train/distributed.py): the all-reduce after backward, timed alone.
-GRAD_SYNC_PHASE = Phase(GRAD_SYNC, _prepare_sync, TrainingState.grad_sync, _synced_product)
+GRAD_SYNC_PHASE = Phase(GRAD_SYNC, _prepare_sync, TrainingState.grad_sync, _synced_product, check_before=_remember_grad)
 EXTRA_PHASES = (LOSS_ITEM, GRAD_SYNC_PHASE)
 
 PHASE_NAMES = TRAINING_PHASES

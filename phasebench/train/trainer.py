@@ -37,9 +37,11 @@ class Trainer(TrainingState):
     def threads(self) -> int:
         return torch.get_num_threads()
 
-    def run_phase(self, name: str) -> PhaseTiming:
+    def run_phase(self, name: str, checks: bool = True) -> PhaseTiming:
         """Prepare the phase untimed, time its body; returns its timing, its product and the process's page faults
-        across the round."""
+        across the round. With `checks` off (--round-checks off, docs/method.md#switches-for-the-intervention-study)
+        nothing that proves the work is done: no weak references to count leftovers by, nothing taken to check the
+        product against, no product; the release of what earlier rounds left stays."""
         phase = PHASE_BY_NAME.get(name)
         step = self.step_piece
         if phase is None:
@@ -56,17 +58,19 @@ class Trainer(TrainingState):
             step.ensure_ready(self)
         # A training step frees the previous step's tensors itself, as in any training loop.
         continuing = phase.continues_itself and self.last_phase == name
-        earlier = [] if continuing else self.weak_held()
+        earlier = [] if continuing or not checks else self.weak_held()
         if not continuing:
             self.release()
         if phase.prepare:
             phase.prepare(self)
+        if phase.check_before and checks:
+            phase.check_before(self)
         if self.group_attached:  # every rank leaves a barrier just before its clock (docs/distributed.md)
             from phasebench.train import distributed
 
             distributed.barrier()
-        leftovers = None if continuing else sum(ref() is not None or (memory is not None and not memory.expired())
-                                                for ref, memory in earlier)
+        leftovers = None if continuing or not checks else sum(
+            ref() is not None or (memory is not None and not memory.expired()) for ref, memory in earlier)
         del earlier
         # Page faults across the round, read outside the clock (a system call each).
         before = page_faults()
@@ -75,8 +79,8 @@ class Trainer(TrainingState):
         self.last_phase = name
         if name in ONE_SHOT_PHASES:
             step.ready = True
-        return PhaseTiming(ns, cpu_ns, thread_ns, phase.product(self) | {"leftovers": leftovers},
-                           after[0] - before[0], after[1] - before[1])
+        product = (phase.product(self) | {"leftovers": leftovers}) if checks else {"checks": "off"}
+        return PhaseTiming(ns, cpu_ns, thread_ns, product, after[0] - before[0], after[1] - before[1])
 
     def train(self, epochs: int, synchronize: bool, max_steps: int = 0) -> tuple[dict[str, int], int, int, int]:
         return run.train(self, self.run_bodies, epochs, synchronize, max_steps)

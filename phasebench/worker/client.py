@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -75,12 +76,34 @@ def describe_exit(returncode: int) -> str:
     return f"exit status {returncode}"
 
 
+@dataclass(frozen=True)
+class Conditions:
+    """What a timed worker runs under beyond its trainer's options, alike in both languages: the plugin's switches
+    --omp-wait-policy and --pins make them (phasebench/plugin/switches.py; docs/method.md#switches-for-the-intervention-study)."""
+
+    environment: dict = field(default_factory=dict)  # variable -> its value in the worker; None: removed there
+    prefix: tuple = ()  # put before the worker's command (setarch ARCH -R: ASLR off)
+    pins: str | None = None  # "count": the worker applies the count mode's conditions (server.count_conditions)
+
+    def apply(self, command: list[str], env: dict | None) -> tuple[list[str], dict | None]:
+        """The worker's command and environment (None: this process's) under these conditions."""
+        command = [*self.prefix, *command] + (["--pins", self.pins] if self.pins else [])
+        if self.environment:
+            env = dict(os.environ if env is None else env)
+            for name, value in self.environment.items():
+                if value is None:
+                    env.pop(name, None)
+                else:
+                    env[name] = value
+        return command, env
+
+
 class Worker:
     """One worker subprocess with its trainer started: `python -m MODULE`, phasebench/worker/server.py by default or
     a module that runs its main() with more requests (the tests' tests/knobs_worker.py)."""
 
     def __init__(self, impl: str, device: str, options: dict, timeout: float, library: str | None = None,
-                 module: str = "phasebench.worker.server"):
+                 module: str = "phasebench.worker.server", conditions: Conditions | None = None):
         self.impl, self.device, self.timeout = impl, device, timeout
         self.log_path: str | None = options.get("log_path")  # the trainer's published log lines (not self.log)
         self.log = tempfile.NamedTemporaryFile(prefix=f"phasebench-{impl}-{device}-", suffix=".log", delete=False)
@@ -100,6 +123,8 @@ class Worker:
             command = (counting.command(out_file, count["prefix"], count.get("caches"), count.get("branches", False))
                        + command + ["--count-out", out_file])
             env = (env or dict(os.environ)) | counting.PINS
+        if conditions is not None:
+            command, env = conditions.apply(command, env)
         self.started_ns = time.perf_counter_ns()
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=self.log, stderr=self.log,
                                         pass_fds=(write_fd,), cwd=ROOT, env=env)
@@ -191,8 +216,10 @@ class Worker:
         except protocol.ProtocolError as error:
             raise WorkerError(f"{self.name}: {error}") from None
 
-    def run_phase(self, phase: str) -> PhaseRound:
-        reply = self.request(protocol.Phase(phase))
+    def run_phase(self, phase: str, checks: bool = True) -> PhaseRound:
+        """One round of `phase`; with `checks` off (--round-checks off) the worker computes nothing that proves its
+        work, and the product says so ({"checks": "off"}, or the C++ library's "computed")."""
+        reply = self.request(protocol.Phase(phase, checks))
         # The instruction-count mode: the worker says where its round's dump is; it is read here, outside Valgrind.
         counted = counting.read_round(reply["dump"], reply["label"]) if "dump" in reply else None
         return PhaseRound(reply.ns, reply.cpu_ns, reply.thread_cpu_ns, reply.product, reply.minor_faults,

@@ -172,6 +172,10 @@ def _product(result: Result) -> dict:
     return product
 
 
+# What a round of the C++ trainer asked to skip its checks did: computed them all the same (pb_run_phase has no switch).
+CHECKS_WITHOUT_SWITCH = "computed"
+
+
 class CppTrainer:
     """The C++ trainer behind the same methods as phasebench.train.trainer.Trainer (as the worker uses them)."""
 
@@ -211,10 +215,14 @@ class CppTrainer:
         self.call("pb_threads", self.handle, ctypes.byref(count))
         return count.value
 
-    def run_phase(self, name: str) -> PhaseTiming:
+    def run_phase(self, name: str, checks: bool = True) -> PhaseTiming:
+        """One round of `name`. The library computes its checks inside pb_run_phase in every round (C ABI 7 has no
+        switch for them): with `checks` off (--round-checks off) the product says so, "checks": "computed", and
+        nothing checks it (docs/method.md#switches-for-the-intervention-study)."""
         ns, result = ctypes.c_int64(), Result()
         self.call("pb_run_phase", self.handle, name.encode(), ctypes.byref(ns), ctypes.byref(result))
-        return PhaseTiming(ns.value, result.cpu_ns, result.thread_cpu_ns, _product(result), result.minor_faults,
+        product = _product(result) | ({} if checks else {"checks": CHECKS_WITHOUT_SWITCH})
+        return PhaseTiming(ns.value, result.cpu_ns, result.thread_cpu_ns, product, result.minor_faults,
                            result.major_faults)
 
     def timer_floor(self) -> int:

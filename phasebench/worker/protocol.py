@@ -294,6 +294,7 @@ class Ping(Request):
 @request_type("phase", PhaseReply)
 class Phase(Request):
     name: str
+    checks: bool = True  # False (--round-checks off): nothing proves the round's work, and its product says so
 
 
 @request_type("phase_names", Names)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import base64
 import ctypes
+import gc
 import json
 import os
 import resource
@@ -125,6 +126,26 @@ def pci_bus_id(device: str) -> str | None:
     return f"{int(domain, 16):08X}:{bus.upper()}:{rest.upper()}"
 
 
+def count_conditions(language: str, trainer) -> dict:
+    """--pins count (docs/method.md#switches-for-the-intervention-study): what the instruction-count mode does to its
+    workers (phasebench/worker/count_server.py) that a timed worker can do as well, beside the environment's pins
+    the pytest process sets: Python's cyclic GC collected, frozen and disabled (the C++ worker's host interpreter's
+    too), each round then preceded by a collection (Server._phase), and in the Python worker the interpreter's type
+    attribute cache emptied just before each timed body, outside its clock. Returns what the start reply adds."""
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    if language == "python":
+        timed = trainer.timed
+
+        def from_an_empty_type_cache(body, owner):
+            sys._clear_type_cache()
+            return timed(body, owner)
+
+        trainer.timed = from_an_empty_type_cache
+    return {"pins": "count"}
+
+
 def on_the_shared_clock(work):
     """Runs work(); returns its result and when it started and ended on CLOCK_MONOTONIC (perf_counter_ns, which
     every process on the machine shares, so test_concurrent_jobs can line jobs up), with the process CPU time
@@ -148,6 +169,8 @@ class Server:
         self.args = args
         self.adapter = self.counter = None
         self.stopping = False
+        # --pins count on a timed worker (count_conditions); the count mode applies its own
+        self.pinned = getattr(args, "pins", None) == "count" and not getattr(args, "count_out", None)
         self.window: threads.Window | None = None  # a case's counted rounds, while they run (rounds_open)
 
     def table(self) -> dict[str, tuple[type[protocol.Request], Callable]]:
@@ -211,6 +234,8 @@ class Server:
                         else CppAdapter(request.options, args.library))
         self.started()
         counted = {}
+        if self.pinned:
+            counted = count_conditions(args.language, self.trainer)
         if args.count_out:  # docs/instruction-counts.md: the bracket instead of the clock
             from phasebench.worker.count_server import Counter
 
@@ -232,17 +257,22 @@ class Server:
     # -- phases and steps ----------------------------------------------------------------------------------------
     def phase(self, request: protocol.Phase) -> protocol.PhaseReply:
         if self.counter is not None:  # the instruction-count mode: where the round's dump is, beside its reply
-            counted = self.counter.count(self.trainer, request.name, lambda: self._phase(request.name))
+            counted = self.counter.count(self.trainer, request.name,
+                                         lambda: self._phase(request.name, request.checks))
             reply = counted.pop("result")
             reply.extra |= counted
             return reply
-        return self._phase(request.name)
+        return self._phase(request.name, request.checks)
 
-    def _phase(self, name: str) -> protocol.PhaseReply:
+    def _phase(self, name: str, checks: bool = True) -> protocol.PhaseReply:
+        if self.pinned:  # as the count mode collects before each counted round (count_conditions)
+            gc.collect()
+        # Without its checks (--round-checks off), the round computes nothing that proves its work.
+        run = (lambda: self.trainer.run_phase(name)) if checks else (lambda: self.trainer.run_phase(name, checks=False))
         if self.window is None:
-            return protocol.PhaseReply(*self.trainer.run_phase(name))
+            return protocol.PhaseReply(*run())
         before = threads.gc_collections()  # read outside the round, as every figure of the window
-        timing = self.trainer.run_phase(name)
+        timing = run()
         self.window.add_round(before, threads.gc_collections())
         return protocol.PhaseReply(*timing)
 
@@ -343,6 +373,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--reply-fd", type=int, required=True)
     parser.add_argument("--library")
     parser.add_argument("--count-out", help="the instruction-count mode: callgrind's --callgrind-out-file")
+    parser.add_argument("--pins", choices=("count",),
+                        help="time under the count mode's conditions (count_conditions; the environment's pins are "
+                             "the pytest process's to set)")
     return parser.parse_args(argv)
 
 

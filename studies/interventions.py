@@ -1,0 +1,455 @@
+"""The intervention study of issue 36 (docs/method.md#switches-for-the-intervention-study): how much of each network
+phase's Python/C++ time ratio each suspected cause accounts for, measured by switching that cause alone.
+
+    python -m studies.interventions OUT_DIR [--pairs N] [--phases forward,backward] [--interventions …]
+                                            [--rounds R] [--warmup-rounds W] [--seed S] [--dry-run] [-- PYTEST_ARGS]
+
+Each intervention is N pairs of runs, "baseline" against "switched", each run a child
+`pytest bench/test_phases.py --benchmark-only --benchmark-json=… -k PHASES --impl python,cpp --device cpu` that
+times the phases of the published pair (python, cpp) on cpu in fresh worker processes (one per case: a run's median
+is one process's). The two runs of a pair run one after the other, in an order drawn per pair (recorded), and the
+pairs of every intervention are interleaved: pair 1 of each intervention, in a shuffled order, then pair 2, and so on,
+so that a drift of the machine falls on all of them alike. Both runs of a pair share one --order-seed (the cases'
+order inside a run, drawn per pair and recorded), except where the order is the intervention.
+
+The interventions, baseline → switched:
+- processes: the same run twice (no switch): the change must be 0, and its spread is the spread of a ratio between
+  fresh processes; from it and each language's per-process medians, how many processes a ±3 % interval takes;
+- order: each phase's C++ case first → its Python case first (--order-seed values chosen so);
+- threads: --threads 2 → --threads 1;
+- wait-policy: --omp-wait-policy default → passive (OpenMP's idle threads spin before they sleep, or sleep at once);
+- checks: --round-checks on → off (the C++ library computes its checks whatever the switch says: each run records
+  what each case's worker did, extra_info round_checks);
+- pins: --threads 1 → --pins count (the count mode's conditions, which hold one thread too: the change is the pins'
+  beyond the thread count, which the threads intervention measures).
+
+What is computed, per intervention and phase: the Python/C++ ratio of medians in every run; the paired change
+d_i = ln(ratio switched_i / ratio baseline_i); the effect exp(mean d) − 1 with a 95 % percentile bootstrap interval
+over the pairs (the pairs resampled with replacement, RESAMPLES times, seeded). The bootstrap, not Student's t nor
+an exact rank interval: a pair's d is the log of a ratio of four per-process medians, whose between-process spread is
+heavy-tailed (up to 30 % between fresh processes of one language), and with the tens of pairs the study runs the
+percentile interval needs no normality; an exact sign-test interval on the median would be wider and answers
+another question (the median of d, not its mean). The percentile interval runs a little short: on synthetic pairs
+(40, normal noise) it held the true change in 92 % of 400 studies, and with fewer than about 10 pairs it is too narrow
+to trust; the Markdown says how many pairs each interval stands on.
+
+Processes: at a spread s between fresh processes (the log's standard deviation) in each language, a ratio of two
+languages' means over n processes each has a standard error of s·√(2/n): a ±h interval at 95 % takes
+n = (1.96·√2·s/h)² processes per language (processes_needed): 86 at s = 10 % and h = 3 % (the issue's "order of
+80"). The default run has one process per language and phase.
+
+Cost: each run starts two workers (torch's import, a few seconds each) and times 2 phases × 2 languages for
+--warmup-rounds + --rounds rounds (forward and backward take a few ms a round on 2 cores): expect about 15–30 s a run
+on a quiet 2-core machine. The study is interventions × 2 × N runs: the six at N = 80 are 960 runs, about 4–8 hours.
+It needs a quiet machine: nothing else running, since the ratio's spread is what it measures. OUT_DIR keeps each
+run's result (runs/), its output (logs/) and the schedule (schedule.json): run the same command again and it goes on
+from the first run missing; interventions.json and interventions.md are written at the end (and by --summarize alone).
+Imports no torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from phasebench import provenance, results, schema
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIR = ("python", "cpp")  # the published pair: the ratio is python's median over cpp's
+DEFAULT_PHASES = ("forward", "backward")
+RESAMPLES = 10_000
+CONFIDENCE = 0.95
+Z95 = 1.959964
+
+# name -> (what it switches, the baseline run's options, the switched run's options); "order" chooses its seeds.
+INTERVENTIONS = {
+    "processes": ("the same run twice: the spread between fresh processes", [], []),
+    "order": ("each phase's C++ case first → its Python case first", [], []),
+    "threads": ("--threads 2 → 1", ["--threads", "2"], ["--threads", "1"]),
+    "wait-policy": ("OMP_WAIT_POLICY unset (OpenMP's default) → PASSIVE",
+                    ["--omp-wait-policy", "default"], ["--omp-wait-policy", "passive"]),
+    "checks": ("the per-round checks on → off", ["--round-checks", "on"], ["--round-checks", "off"]),
+    "pins": ("one thread without → with the count mode's pins", ["--threads", "1"], ["--pins", "count"]),
+}
+ORDER_FIRST = {"baseline": "cpp", "switched": "python"}  # the order intervention: which language runs first
+
+
+# -- the statistics: small and pure ---------------------------------------------------------------------------------
+
+def ratio(medians: dict[str, float]) -> float:
+    """Python's median over C++'s ({language: median seconds} of one phase in one run)."""
+    return medians["python"] / medians["cpp"]
+
+
+def log_changes(baseline: list[float], switched: list[float]) -> list[float]:
+    """Per pair, ln(switched ratio / baseline ratio)."""
+    if len(baseline) != len(switched):
+        raise ValueError(f"{len(baseline)} baseline and {len(switched)} switched ratios: they are paired")
+    return [math.log(s / b) for b, s in zip(baseline, switched)]
+
+
+def bootstrap_interval(values: list[float], resamples: int = RESAMPLES, confidence: float = CONFIDENCE,
+                       seed: int = 0) -> tuple[float, float]:
+    """The percentile bootstrap interval of the mean of `values`: the values resampled with replacement `resamples`
+    times (a seeded generator: the same values give the same interval)."""
+    if not values:
+        raise ValueError("no values to bootstrap")
+    rng = random.Random(seed)
+    n = len(values)
+    means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(resamples))
+    tail = (1 - confidence) / 2
+    low = means[max(0, math.floor(tail * resamples))]
+    high = means[min(resamples - 1, math.ceil((1 - tail) * resamples) - 1)]
+    return low, high
+
+
+def geometric_mean(values: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+def effect(baseline: list[float], switched: list[float], resamples: int = RESAMPLES, seed: int = 0) -> dict:
+    """The change of the ratio from baseline to switched over paired runs: the geometric means of each side's ratios,
+    the effect exp(mean d) − 1 and its bootstrap interval (as fractions: 0.05 is +5 %), the spread of d and n."""
+    d = log_changes(baseline, switched)
+    low, high = bootstrap_interval(d, resamples, seed=seed)
+    return {"pairs": len(d), "ratio_baseline": geometric_mean(baseline), "ratio_switched": geometric_mean(switched),
+            "change": math.expm1(statistics.fmean(d)), "low": math.expm1(low), "high": math.expm1(high),
+            "spread_log": statistics.stdev(d) if len(d) > 1 else None}
+
+
+def log_spread(values: list[float]) -> float | None:
+    """The standard deviation of the logs: a spread as a fraction (0.1 is about 10 %)."""
+    return statistics.stdev(math.log(v) for v in values) if len(values) > 1 else None
+
+
+def processes_needed(spread: float, half_width: float = 0.03, z: float = Z95) -> int:
+    """Fresh processes per language for a ±half_width interval on a ratio of two languages' means when each
+    language's processes spread by `spread` (log standard deviation): n = (z·√2·spread / half_width)²."""
+    return math.ceil((z * math.sqrt(2) * spread / half_width) ** 2)
+
+
+# -- the schedule and the commands ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Planned:
+    """One run of the study."""
+
+    intervention: str
+    pair: int  # from 1
+    arm: str  # "baseline" or "switched"
+    position: int  # 0: it ran first of its pair
+    order_seed: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.intervention}-{self.pair:03d}-{self.arm}"
+
+
+def first_seed(start: int, phases: tuple[str, ...], first: str | None) -> int:
+    """The first --order-seed from `start` under which every phase's `first` language runs first (any seed where
+    `first` is None): phasebench.plugin.cases.run_order, on cpu and the published workload."""
+    if first is None:
+        return start
+    from phasebench.plugin.cases import run_order
+
+    for seed in range(start, start + 10_000):
+        if all(run_order(seed, phase, "cpu", "", list(PAIR), PAIR)[0] == first for phase in phases):
+            return seed
+    raise ValueError(f"no order seed from {start} puts {first} first in {', '.join(phases)}")
+
+
+def schedule(interventions: list[str], pairs: int, phases: tuple[str, ...], seed: int) -> list[Planned]:
+    """Every run, in the order they run: pair after pair, each pair's interventions in a shuffled order, each pair's
+    two runs in a drawn order; a pair's runs share an order seed (the order intervention's are chosen per arm)."""
+    rng = random.Random(seed)
+    planned = []
+    for pair in range(1, pairs + 1):
+        for name in rng.sample(interventions, len(interventions)):
+            arms = rng.sample(["baseline", "switched"], 2)
+            shared = rng.randrange(2**31)
+            for position, arm in enumerate(arms):
+                order_seed = first_seed(shared, phases, ORDER_FIRST[arm]) if name == "order" else shared
+                planned.append(Planned(name, pair, arm, position, order_seed))
+    return planned
+
+
+def keyword(phases: tuple[str, ...]) -> str:
+    """pytest's -k for the phases' cases."""
+    return " or ".join(phases)
+
+
+def command(run: Planned, phases: tuple[str, ...], out: Path, rounds: int, warmup_rounds: int,
+            pytest_args: list[str] = (), python: str = sys.executable) -> list[str]:
+    """The child pytest of one run."""
+    baseline, switched = INTERVENTIONS[run.intervention][1:]
+    return [python, "-m", "pytest", "bench/test_phases.py", "--benchmark-only", f"--benchmark-json={out}",
+            "-k", keyword(phases), "--impl", ",".join(PAIR), "--device", "cpu", "--rounds", str(rounds),
+            "--warmup-rounds", str(warmup_rounds), "--order-seed", str(run.order_seed), "-p", "no:cacheprovider",
+            *(baseline if run.arm == "baseline" else switched), *pytest_args]
+
+
+# -- reading the runs ----------------------------------------------------------------------------------------------
+
+def run_medians(result: dict, phases: tuple[str, ...]) -> dict:
+    """{phase: {"median": {language: s}, "order": {language: place}, "round_checks": {language: …}, "threads": n}} of
+    one run's saved result, read through the project's readers (phasebench.results, phasebench.schema)."""
+    found: dict[str, dict] = {}
+    for bench in result["benchmarks"]:
+        key = results.case_key(bench)
+        info = schema.info_of(bench)
+        if key is None or not isinstance(info, schema.PhaseInfo):
+            continue
+        phase, impl, device, workload = key
+        if phase not in phases or impl not in PAIR or device != "cpu" or workload:
+            continue
+        entry = found.setdefault(phase, {"median": {}, "order": {}, "round_checks": {}, "threads": info.threads})
+        entry["median"][impl] = bench["stats"]["median"]
+        entry["order"][impl] = info.order
+        entry["round_checks"][impl] = info.round_checks
+    return found
+
+
+def summarize(runs: list[dict], phases: tuple[str, ...], resamples: int = RESAMPLES) -> dict:
+    """Per intervention and phase, the effect over the pairs both of whose runs have both languages' medians; for the
+    processes intervention also each language's spread between processes and the processes a ±3 % interval takes."""
+    effects: dict[str, dict] = {}
+    by_pair: dict[tuple[str, int], dict[str, dict]] = {}
+    for run in runs:
+        if run.get("medians"):
+            by_pair.setdefault((run["intervention"], run["pair"]), {})[run["arm"]] = run["medians"]
+    names = list(dict.fromkeys(run["intervention"] for run in runs))
+    for name in names:
+        effects[name] = {}
+        for phase in phases:
+            complete = [(arms["baseline"][phase], arms["switched"][phase])
+                        for (n, _), arms in sorted(by_pair.items())
+                        if n == name and {"baseline", "switched"} <= arms.keys()
+                        and all(set(PAIR) <= arms[arm].get(phase, {}).get("median", {}).keys()
+                                for arm in ("baseline", "switched"))]
+            if not complete:
+                effects[name][phase] = {"pairs": 0}
+                continue
+            baseline = [ratio(b["median"]) for b, _ in complete]
+            switched = [ratio(s["median"]) for _, s in complete]
+            found = effect(baseline, switched, resamples) if len(complete) > 1 else {"pairs": 1}
+            if name == "processes":
+                per_language = {lang: log_spread([b["median"][lang] for b, _ in complete]
+                                                 + [s["median"][lang] for _, s in complete]) for lang in PAIR}
+                found |= {"process_spread": per_language, "ratio_spread_log": log_spread(baseline + switched)}
+                widest = max((s for s in per_language.values() if s is not None), default=None)
+                if widest is not None:
+                    found["processes_for_3pct"] = processes_needed(widest)
+            effects[name][phase] = found
+    return effects
+
+
+def markdown(study: dict) -> str:
+    def pct(x):
+        return f"{x * 100:+.1f} %"
+
+    lines = [f"Intervention study: {', '.join(study['phases'])} on cpu, {study['pairs']} pairs per intervention, "
+             f"{study['rounds']} rounds after {study['warmup_rounds']} warm-up; commit {study['commit']}"
+             f"{' (dirty)' if study['dirty'] else ''}, {study['machine']['cpu']}, torch {study['machine']['torch']}.",
+             "", "| intervention | phase | pairs | python/cpp baseline | switched | change of the ratio (95 % bootstrap "
+                 "interval) |", "|---|---|---:|---:|---:|---|"]
+    for name, phases in study["effects"].items():
+        for phase, found in phases.items():
+            if found.get("pairs", 0) < 2:
+                lines.append(f"| {name} | {phase} | {found.get('pairs', 0)} | — | — | too few pairs |")
+                continue
+            lines.append(f"| {name} | {phase} | {found['pairs']} | {found['ratio_baseline']:.3f} | "
+                         f"{found['ratio_switched']:.3f} | {pct(found['change'])} ({pct(found['low'])} to "
+                         f"{pct(found['high'])}) |")
+    processes = study["effects"].get("processes", {})
+    spreads = [(phase, found) for phase, found in processes.items() if found.get("process_spread")]
+    if spreads:
+        lines += ["", "Between fresh processes (the processes intervention's runs, one process per case and run):", "",
+                  "| phase | python spread | cpp spread | ratio spread | processes per language for ±3 % |",
+                  "|---|---:|---:|---:|---:|"]
+        for phase, found in spreads:
+            spread = found["process_spread"]
+            lines.append(f"| {phase} | {spread['python'] * 100:.1f} % | {spread['cpp'] * 100:.1f} % | "
+                         f"{found['ratio_spread_log'] * 100:.1f} % | {found.get('processes_for_3pct', '—')} |")
+    checks = {value for run in study["runs"] for phase in (run.get("medians") or {}).values()
+              for value in phase["round_checks"].values() if run["intervention"] == "checks" and run["arm"] == "switched"}
+    if checks - {"off"}:
+        lines += ["", f"The checks intervention's switched runs: the workers did {', '.join(sorted(map(str, checks)))}"
+                      f" (\"computed\": the C++ library computes its checks whatever the switch says)."]
+    return "\n".join(lines) + "\n"
+
+
+# -- the study -----------------------------------------------------------------------------------------------------
+
+def machine() -> dict:
+    from phasebench.plugin import machine as facts
+
+    return {"cpu": facts.cpu_model(), "cores": os.cpu_count(), "kernel": platform.release(),
+            "python": platform.python_version(), "torch": facts.torch_build()["torch"]}
+
+
+def commit() -> str | None:
+    done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m studies.interventions", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__.split("\n\n")[0] + "\n\nEach run is a child pytest of bench/test_phases.py; see the module's "
+                    "docstring for the statistics and the cost.",
+        epilog="Processes: at a 10 % spread between fresh processes of a language, a ±3 % interval on a ratio takes "
+               f"about {processes_needed(0.10)} processes per language (n = (1.96·√2·s/h)²); the processes "
+               "intervention measures s. Arguments after -- go to every child pytest (e.g. --mnist-root=PATH).")
+    parser.add_argument("out", type=Path, help="the study's folder (runs/, logs/, schedule.json, interventions.json "
+                                               "and .md)")
+    parser.add_argument("--pairs", type=int, default=80,
+                        help="pairs of runs per intervention (default: 80, one process per language and arm each: "
+                             "a ±3 %% interval at a 10 %% spread between processes needs about that many)")
+    parser.add_argument("--phases", default=",".join(DEFAULT_PHASES), help="phases, comma-separated (default: "
+                                                                            "forward,backward)")
+    parser.add_argument("--interventions", default=",".join(INTERVENTIONS),
+                        help=f"which, comma-separated (default: all: {', '.join(INTERVENTIONS)})")
+    parser.add_argument("--rounds", type=int, default=100, help="counted rounds per case (default: 100)")
+    parser.add_argument("--warmup-rounds", type=int, default=10, help="warm-up rounds per case (default: 10)")
+    parser.add_argument("--seed", type=int, default=None, help="the schedule's seed (default: drawn, recorded)")
+    parser.add_argument("--resamples", type=int, default=RESAMPLES, help=f"bootstrap resamples (default: {RESAMPLES})")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds a run may take (default: 1800)")
+    parser.add_argument("--dry-run", action="store_true", help="print the schedule's commands; run nothing")
+    parser.add_argument("--summarize", action="store_true", help="only summarize the runs OUT has")
+    parser.add_argument("pytest_args", nargs="*", help="after --: passed to every child pytest")
+    args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args.phases = tuple(p.strip() for p in args.phases.split(",") if p.strip())
+    args.interventions = [name.strip() for name in args.interventions.split(",") if name.strip()]
+    unknown = [name for name in args.interventions if name not in INTERVENTIONS]
+    if unknown or not args.interventions:
+        parser.error(f"--interventions: unknown {', '.join(unknown) or '(none given)'}; "
+                     f"valid: {', '.join(INTERVENTIONS)}")
+    from phasebench.spec import TRAINING_PHASES
+
+    bad = [phase for phase in args.phases if phase not in TRAINING_PHASES]
+    if bad or not args.phases:
+        parser.error(f"--phases: unknown {', '.join(bad) or '(none given)'}; valid: {', '.join(TRAINING_PHASES)}")
+    if args.pairs < 1 or args.rounds < 1 or args.warmup_rounds < 0:
+        parser.error("--pairs and --rounds must be at least 1, --warmup-rounds at least 0")
+    return args
+
+
+def settings_of(args: argparse.Namespace) -> dict:
+    """What the schedule depends on: a folder's schedule is reused only under the same."""
+    return {"pairs": args.pairs, "phases": list(args.phases), "interventions": args.interventions,
+            "rounds": args.rounds, "warmup_rounds": args.warmup_rounds, "pytest_args": list(args.pytest_args)}
+
+
+def load_schedule(out: Path, args: argparse.Namespace, save: bool = True) -> tuple[int, list[Planned]]:
+    """OUT/schedule.json's schedule where it was made under these settings (a study going on), else a new one, saved
+    there unless `save` is off (a dry run)."""
+    path = out / "schedule.json"
+    if path.exists():
+        saved = json.loads(path.read_text(encoding="utf8"))
+        if saved["settings"] != settings_of(args) or (args.seed is not None and saved["seed"] != args.seed):
+            raise SystemExit(f"{path} was made with other settings ({saved['settings']}, seed {saved['seed']}): use "
+                             f"another folder, or the same settings to go on")
+        return saved["seed"], [Planned(**run) for run in saved["runs"]]
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    planned = schedule(args.interventions, args.pairs, args.phases, seed)
+    if not save:
+        return seed, planned
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"settings": settings_of(args), "seed": seed,
+                                "runs": [asdict(run) for run in planned]}, indent=1) + "\n", encoding="utf8")
+    return seed, planned
+
+
+def logged(out: Path) -> dict[str, dict]:
+    """OUT/runs.jsonl: each run's command, exit status and seconds as it ran (the last line of a name counts)."""
+    path = out / "runs.jsonl"
+    lines = path.read_text(encoding="utf8").splitlines() if path.exists() else []
+    return {entry["name"]: entry for entry in map(json.loads, filter(None, lines))}
+
+
+def record(run: Planned, out: Path, phases: tuple[str, ...], log: dict) -> dict:
+    """A run as the study's JSON holds it: its plan, how it ran, and its medians (None: no result)."""
+    path = out / "runs" / f"{run.name}.json"
+    medians = run_medians(results.read_result(path, "studies.interventions"), phases) if path.exists() else None
+    ran = {key: log.get(key) for key in ("command", "exit", "seconds")}
+    return asdict(run) | ran | {"result": str(path.relative_to(out)), "medians": medians}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    out = args.out.resolve()
+    seed, planned = load_schedule(out, args, save=not args.dry_run)
+    if args.dry_run:
+        for run in planned:
+            print(f"{run.name} (position {run.position}): "
+                  + shlex.join(command(run, args.phases, out / "runs" / f"{run.name}.json", args.rounds,
+                                       args.warmup_rounds, args.pytest_args)))
+        return 0
+    if not args.summarize:
+        run_all(out, args, planned)
+    log = logged(out)
+    return finish(out, args, seed, [record(run, out, args.phases, log.get(run.name, {})) for run in planned])
+
+
+def run_all(out: Path, args: argparse.Namespace, planned: list[Planned]) -> None:
+    """Every planned run that has no result yet, in order, each logged to OUT/runs.jsonl as it ends."""
+    from phasebench.plugin import machine as facts
+
+    facts.probe()  # once: its answer goes to every child in the environment (PHASEBENCH_PROBE)
+    (out / "runs").mkdir(exist_ok=True)
+    (out / "logs").mkdir(exist_ok=True)
+    todo = [run for run in planned if not (out / "runs" / f"{run.name}.json").exists()]
+    started = time.monotonic()
+    for index, run in enumerate(todo):
+        path = out / "runs" / f"{run.name}.json"
+        argv_run = command(run, args.phases, path, args.rounds, args.warmup_rounds, args.pytest_args)
+        began = time.monotonic()
+        with open(out / "logs" / f"{run.name}.log", "w", encoding="utf8") as log:
+            try:
+                status = subprocess.run(argv_run, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                        timeout=args.timeout).returncode
+            except subprocess.TimeoutExpired:
+                status = "timeout"
+        seconds = round(time.monotonic() - began, 1)
+        if status != 0 and path.exists():
+            path.unlink()  # a failed run's partial result is no result
+        with open(out / "runs.jsonl", "a", encoding="utf8") as lines:
+            lines.write(json.dumps({"name": run.name, "command": shlex.join(argv_run), "exit": status,
+                                    "seconds": seconds}) + "\n")
+        eta = (time.monotonic() - started) / (index + 1) * (len(todo) - index - 1)
+        print(f"[{index + 1}/{len(todo)}] {run.name}: exit {status}, {seconds} s; about {eta / 3600:.1f} h left",
+              flush=True)
+
+
+def finish(out: Path, args: argparse.Namespace, seed: int, runs: list[dict]) -> int:
+    state = provenance.tree_state(ROOT)
+    study = {"study": "interventions (issue 36)", "commit": commit(), "dirty": state["dirty"],
+             "sources_hash": state["sources_hash"], "machine": machine(),
+             "command": shlex.join([sys.executable, "-m", "studies.interventions", *args.argv]),
+             "seed": seed, "pairs": args.pairs, "phases": list(args.phases), "interventions": args.interventions,
+             "switches": {name: INTERVENTIONS[name][0] for name in args.interventions},
+             "rounds": args.rounds, "warmup_rounds": args.warmup_rounds, "resamples": args.resamples,
+             "statistic": "per pair d = ln(ratio switched / ratio baseline); exp(mean d) - 1 with a 95 % percentile "
+                          "bootstrap interval over the pairs",
+             "runs": runs, "effects": summarize(runs, args.phases, args.resamples)}
+    (out / "interventions.json").write_text(json.dumps(study, indent=1) + "\n", encoding="utf8")
+    text = markdown(study)
+    (out / "interventions.md").write_text(text, encoding="utf8")
+    print(text, end="")
+    return 1 if any(run["medians"] is None for run in runs) else 0  # a run with no result
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,268 @@
+"""The intervention study's switches (docs/method.md#switches-for-the-intervention-study; phasebench/plugin/switches.py):
+each is accepted, refused in one line when malformed or when it cannot mean what it says, recorded in machine_info,
+reaches the worker (the checks flag in its phase request, the environment and command it is started with, the count
+mode's conditions in the worker), keeps a result from being compared with one of other switches, and leaves the
+history's key of a run without it as it was; one real short child run with the checks off."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from phasebench import results, schema
+from phasebench.gate.decide import Run, decide
+from phasebench.history import points
+from phasebench.plugin import switches
+from phasebench.worker import counting, protocol, server
+from phasebench.worker.client import ROOT, Conditions
+from tests.child_runs import _data_options, run_suite
+
+ANSWER = ROOT / "docs" / "answer" / "default-run-3.json"
+
+
+def options(**given):
+    """config.getoption for the switches as given (None where not)."""
+    values = {"round_checks": None, "omp_wait_policy": None, "pins": None} | given
+    return values.__getitem__
+
+
+# -- accepted, refused ----------------------------------------------------------------------------------------------
+
+def test_without_the_switches_a_run_is_as_it_was():
+    parsed = switches.parse(options())
+    assert parsed == switches.Switches() and parsed.checks and not parsed.pinned
+    assert switches.conditions(parsed) is None
+    assert switches.header(parsed) is None
+
+
+@pytest.mark.parametrize("given, expected", [
+    ({"round_checks": "off"}, switches.Switches(round_checks="off")),
+    ({"round_checks": "on"}, switches.Switches()),
+    ({"omp_wait_policy": "passive"}, switches.Switches(omp_wait_policy="passive")),
+    ({"omp_wait_policy": "default"}, switches.Switches(omp_wait_policy="default")),
+    ({"pins": "count"}, switches.Switches(pins="count")),
+    ({"pins": "none"}, switches.Switches()),
+])
+def test_each_switch_is_accepted(given, expected):
+    assert switches.parse(options(**given)) == expected
+
+
+@pytest.mark.parametrize("given, threads, count, disabled, error", [
+    ({"round_checks": "maybe"}, 0, None, False, "--round-checks 'maybe': valid values are on, off"),
+    ({"omp_wait_policy": "PASSIVE"}, 0, None, False,
+     "--omp-wait-policy 'PASSIVE': valid values are passive, active, default"),
+    ({"pins": "all"}, 0, None, False, "--pins 'all': valid values are none, count"),
+    ({"round_checks": "off"}, 0, None, True, "--round-checks off is for timed runs: under --benchmark-disable"),
+    ({"pins": "count"}, 0, "instructions", False, "--pins count times under the count mode's conditions"),
+    ({"pins": "count"}, 2, None, False, "--pins count times on the count mode's one intra-op thread: leave out "
+                                        "--threads 2 or give 1"),
+])
+def test_a_malformed_or_meaningless_switch_is_refused_in_one_line(given, threads, count, disabled, error):
+    with pytest.raises(ValueError) as raised:
+        switches.parse(options(**given), threads, count, disabled)
+    assert str(raised.value).startswith(error) and "\n" not in str(raised.value)
+    if given.get("pins") == "count" and threads == 2:
+        assert switches.parse(options(**given), 1) == switches.Switches(pins="count")
+
+
+# -- recorded -------------------------------------------------------------------------------------------------------
+
+def test_machine_info_records_where_each_switch_stood():
+    plain = switches.machine_info(switches.Switches(), environ={})
+    assert plain == {"round_checks": "on", "omp_wait_policy": "default", "pins": None}
+    assert switches.machine_info(switches.Switches(), environ={"OMP_WAIT_POLICY": "PASSIVE"})["omp_wait_policy"] \
+        == "passive"  # inherited: the test command's
+    given = switches.Switches(round_checks="off", omp_wait_policy="active", pins="count")
+    info = switches.machine_info(given, ["setarch", "x86_64", "-R"], "AVX2", environ={"OMP_WAIT_POLICY": "PASSIVE"})
+    assert info["round_checks"] == "off" and info["omp_wait_policy"] == "active"
+    pins = info["pins"]
+    assert pins["conditions"] == "count" and pins["env"] == counting.PINS and pins["aslr_off"] is True
+    assert pins["cpu_capability"] == "AVX2" and "Valgrind" in pins["not_applied"] and pins["gc"] and pins["type_cache"]
+    # The schema knows them: a saved result holding them reads back.
+    result = {"machine_info": {"phasebench": {"method": schema.METHOD_VERSION} | info}, "benchmarks": []}
+    machine = schema.machine_of(result)
+    assert (machine.round_checks, machine.omp_wait_policy, machine.pins) == ("off", "active", pins)
+
+
+# -- reaching the worker --------------------------------------------------------------------------------------------
+
+def test_the_wait_policy_and_the_pins_reach_the_workers_environment_and_command():
+    passive = switches.conditions(switches.Switches(omp_wait_policy="passive"))
+    assert passive == Conditions({"OMP_WAIT_POLICY": "PASSIVE"})
+    default = switches.conditions(switches.Switches(omp_wait_policy="default"))
+    command, env = default.apply(["python", "-m", "w"], {"OMP_WAIT_POLICY": "PASSIVE", "KEEP": "1"})
+    assert command == ["python", "-m", "w"] and env == {"KEEP": "1"}  # OpenMP's own policy: none set
+    pinned = switches.conditions(switches.Switches(omp_wait_policy="active", pins="count"), ["setarch", "x", "-R"])
+    command, env = pinned.apply(["python", "-m", "w", "--impl", "cpp"], None)
+    assert command == ["setarch", "x", "-R", "python", "-m", "w", "--impl", "cpp", "--pins", "count"]
+    assert env["OMP_WAIT_POLICY"] == "ACTIVE" and all(env[name] == value for name, value in counting.PINS.items())
+    # What a process started so sees.
+    command, env = passive.apply([sys.executable, "-c", "import os; print(os.environ['OMP_WAIT_POLICY'])"], None)
+    assert subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout.strip() == "PASSIVE"
+
+
+class RecordingTrainer:
+    """A stand-in trainer that records how each round was asked for."""
+
+    def __init__(self):
+        self.asked = []
+
+    def run_phase(self, name: str, **given) -> protocol.PhaseTiming:
+        self.asked.append((name, given))
+        product = {"leftovers": 0} if given.get("checks", True) else {"checks": "off"}
+        return protocol.PhaseTiming(1000, 1000, 1000, product, 0, 0)
+
+
+def worker(pins: str | None = None) -> tuple[server.Server, RecordingTrainer]:
+    trainer = RecordingTrainer()
+    serving = server.Server(argparse.Namespace(impl="python", language="python", library=None, count_out=None,
+                                               pins=pins))
+    serving.adapter = SimpleNamespace(trainer=trainer)
+    return serving, trainer
+
+
+def test_the_checks_flag_reaches_the_trainer_in_the_phase_request():
+    serving, trainer = worker()
+    replies = []
+    lines = [protocol.Phase("forward"), protocol.Phase("forward", checks=False),
+             protocol.Phase("backward", checks=True)]
+    serving.serve([request.encode() for request in lines], replies.append)
+    assert [reply["ok"] for reply in replies] == [True] * 3, replies
+    # A round with its checks asks the trainer as before; one without says so.
+    assert trainer.asked == [("forward", {}), ("forward", {"checks": False}), ("backward", {})]
+    assert [reply["product"] for reply in replies] == [{"leftovers": 0}, {"checks": "off"}, {"leftovers": 0}]
+    assert json.loads(protocol.Phase("loss").encode()) == {"cmd": "phase", "name": "loss", "checks": True}
+
+
+def test_the_cpp_trainer_says_it_computed_its_checks_when_asked_to_skip_them(monkeypatch):
+    from phasebench.worker import cpp_lib
+
+    trainer = cpp_lib.CppTrainer.__new__(cpp_lib.CppTrainer)
+    trainer.handle = None
+    monkeypatch.setattr(trainer, "call", lambda *args: None, raising=False)
+    monkeypatch.setattr(cpp_lib, "_product", lambda result: {"leftovers": 0})
+    assert trainer.run_phase("forward").product == {"leftovers": 0}
+    assert trainer.run_phase("forward", checks=False).product == {"leftovers": 0, "checks": "computed"}
+
+
+def test_the_count_mode_conditions_are_applied_in_the_worker(monkeypatch):
+    calls = []
+    for name in ("collect", "freeze", "disable"):
+        monkeypatch.setattr(gc, name, lambda *args, name=name: calls.append(name))
+    monkeypatch.setattr(sys, "_clear_type_cache", lambda: calls.append("type cache"))
+    trainer = SimpleNamespace(timed=lambda body, owner: (calls.append("clock"), body(owner), (1, 2, 3))[-1])
+    assert server.count_conditions("python", trainer) == {"pins": "count"}
+    assert calls == ["collect", "freeze", "disable"]
+    calls.clear()
+    assert trainer.timed(lambda owner: calls.append("body"), None) == (1, 2, 3)
+    assert calls == ["type cache", "clock", "body"]  # emptied before the clock is read, not inside it
+    cpp = SimpleNamespace(timed="untouched")
+    server.count_conditions("cpp", cpp)
+    assert cpp.timed == "untouched"  # the C++ worker's body holds no Python
+
+    calls.clear()
+    serving, recorder = worker(pins="count")
+    assert serving.pinned
+    serving.serve([protocol.Phase("forward").encode()], lambda reply: None)
+    assert calls == ["collect"] and recorder.asked == [("forward", {})]  # a collection before each round
+    counted = server.Server(argparse.Namespace(impl="python", language="python", library=None, count_out="out",
+                                               pins="count"))
+    assert not counted.pinned  # the count mode applies its own
+
+
+def test_without_its_checks_a_python_round_does_none_of_their_work(settings, tmp_path):
+    """The Python trainer, in this process: with its checks a round's product proves its work; without them nothing is
+    taken before the body (the generator's state, the gradients, conv1's weight), nothing counted after the release,
+    and no product made; the training goes on the same (the checks draw nothing from the generator)."""
+    from bench.test_phases import work_problems
+    from phasebench.train.trainer import Trainer
+
+    trainer = Trainer(settings.source.root, log_path=str(tmp_path / "progress.log"), threads=1)
+    taken = []
+    trainer.weak_held = lambda original=trainer.weak_held: (taken.append("weak references"), original())[1]
+    try:
+        for phase in ("forward", "backward", "param_update"):
+            product = trainer.run_phase(phase).product
+            assert work_problems(phase, product) == [] and product["leftovers"] == 0, (phase, product)
+            assert taken == ["weak references"]
+            taken.clear()
+            trainer.zero_before = None  # the release leaves it; the other two it frees
+            assert trainer.run_phase(phase, checks=False).product == {"checks": "off"}
+            assert taken == [] and (trainer.rng_before, trainer.zero_before, trainer.update_check) == (None,) * 3
+    finally:
+        trainer.close()
+
+
+# -- compared, keyed ------------------------------------------------------------------------------------------------
+
+def switched_result(**info) -> dict:
+    result = json.loads(ANSWER.read_text(encoding="utf8"))
+    result["machine_info"]["phasebench"].update(info)
+    return result
+
+
+def test_a_result_timed_with_other_switches_is_not_compared():
+    plain = switched_result()
+    assert results.switched(schema.machine_of(plain)) == {}  # saved before the switches existed
+    assert results.switched(schema.machine_of(switched_result(round_checks="on", omp_wait_policy="default"))) == {}
+    off = switched_result(round_checks="off", omp_wait_policy="passive", pins={"conditions": "count"})
+    assert results.switched(schema.machine_of(off)) == {"round checks": "off", "OMP_WAIT_POLICY": "passive",
+                                                        "pins": "count"}
+    method = results.method_of(plain)
+    assert results.mismatch("base.json", plain, method, "time", {}) is None
+    why = results.mismatch("base.json", plain, method, "time", {"round checks": "off"})
+    assert why.startswith("base.json was timed with no switch, this run with round checks off") and "\n" not in why
+    assert results.mismatch("base.json", plain, method, "time") is None  # no current switches given: not checked
+    base, head = Run.of("base.json", plain), Run.of("head.json", switched_result(round_checks="off"))
+    with pytest.raises(ValueError, match="runs timed with different switches"):
+        decide([base], [head])
+    assert decide([base], [Run.of("again.json", plain)])  # the same switches: decided as before
+
+
+def test_a_run_without_the_switches_keeps_its_history_key_and_one_with_them_gets_its_own():
+    platform = {"cpu_brand": "brand", "cores": 2, "kernel": "6.1", "python": "3.11"}
+    before = schema.MachineInfo(method=3, cpu="Xeon", torch="2.14.1+cpu", threads=2)
+    old_key = (("CPU", "Xeon"), ("cores", "2"), ("kernel", "6.1"), ("torch", "2.14.1+cpu"), ("threads", "2"))
+    assert points.machine_key(before, platform, "cpu", 2, "commit") == old_key
+    unset = replace(before, round_checks="on", omp_wait_policy="default", pins=None)
+    assert points.machine_key(unset, platform, "cpu", 2, "commit") == old_key
+    switched = replace(before, round_checks="off", omp_wait_policy="passive")
+    assert points.machine_key(switched, platform, "cpu", 2, "commit") == old_key + (
+        ("round checks", "off"), ("OMP_WAIT_POLICY", "passive"))
+    counted = schema.MachineInfo(method=3, metric="instructions", torch="2.14.1+cpu",
+                                 count={"valgrind": "valgrind-3.19.0", "glibc": "2.36", "cpu_capability": "AVX2",
+                                        "pins": {"A": "1"}})
+    count_key = points.machine_key(counted, platform, "cpu", 1, "commit")
+    assert count_key == points.machine_key(replace(counted, round_checks="on"), platform, "cpu", 1, "commit")
+    assert points.machine_key(replace(counted, round_checks="off"), platform, "cpu", 1, "commit") \
+        == count_key + (("round checks", "off"),)
+
+
+# -- one real child run ---------------------------------------------------------------------------------------------
+
+def test_a_run_with_the_checks_off_says_so_in_what_it_saves(pytestconfig, tmp_path):
+    """loss in Python, 2 rounds after none: the case passes with nothing checked, and the saved result says the
+    checks were off in the run and in its worker, and the wait policy its workers ran with."""
+    out = tmp_path / "result.json"
+    run = run_suite("bench/test_phases.py", "--benchmark-only", "-k", "loss and python", "--impl", "python",
+                    "--device", "cpu", "--rounds", "2", "--warmup-rounds", "0", "--round-checks", "off",
+                    "--omp-wait-policy", "passive", "--no-utilization", f"--benchmark-json={out}",
+                    *_data_options(pytestconfig))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "phasebench: switches: round checks off" in run.stdout
+    saved = json.loads(out.read_text())
+    machine = schema.machine_of(saved)
+    assert (machine.round_checks, machine.omp_wait_policy, machine.pins) == ("off", "passive", None)
+    (bench,) = saved["benchmarks"]
+    info = schema.info_of(bench)
+    assert (info.phase, info.implementation, info.round_checks) == ("loss", "python", "off")
+    assert results.switched(machine) == {"round checks": "off", "OMP_WAIT_POLICY": "passive"}
+    assert Path(out).stat().st_size > 0
