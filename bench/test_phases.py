@@ -216,7 +216,7 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
                      **counted_info([timed.counted for _, _, timed in counted], rounds.workers))
 
     products = [timed.product for _, _, timed in taken]
-    if not checks:  # what the worker did: "off", or the C++ library's "computed" (it has no switch); nothing checked
+    if not checks:  # what the worker did ("off" in both languages, the C++ one through pb_set_round_checks); unchecked
         did = ",".join(sorted({product.get("checks", "on") for product in products}))
         schema.write(benchmark, schema.PhaseInfo, round_checks=did)
         return

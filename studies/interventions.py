@@ -18,8 +18,8 @@ The interventions, baseline → switched:
 - order: each phase's C++ case first → its Python case first (--order-seed values chosen so);
 - threads: --threads 2 → --threads 1;
 - wait-policy: --omp-wait-policy default → passive (OpenMP's idle threads spin before they sleep, or sleep at once);
-- checks: --round-checks on → off (the C++ library computes its checks whatever the switch says: each run records
-  what each case's worker did, extra_info round_checks);
+- checks: --round-checks on → off (both languages' workers leave the per-round checks out, the C++ library through
+  pb_set_round_checks; each run records what each case's worker did, extra_info round_checks);
 - pins: --threads 1 → --pins count (the count mode's conditions, which hold one thread too: the change is the pins'
   beyond the thread count, which the threads intervention measures).
 
@@ -285,7 +285,7 @@ def markdown(study: dict) -> str:
               for value in phase["round_checks"].values() if run["intervention"] == "checks" and run["arm"] == "switched"}
     if checks - {"off"}:
         lines += ["", f"The checks intervention's switched runs: the workers did {', '.join(sorted(map(str, checks)))}"
-                      f" (\"computed\": the C++ library computes its checks whatever the switch says)."]
+                      f" (each should have done \"off\": a worker that did not left its checks in its rounds)."]
     return "\n".join(lines) + "\n"
 
 

@@ -41,7 +41,7 @@ def get_batch(lib, handle, index: int, capacity: int) -> int:
 def trainer_of(lib, handle) -> cpp_lib.CppTrainer:
     """The bindings' trainer around a session made by hand."""
     trainer = cpp_lib.CppTrainer.__new__(cpp_lib.CppTrainer)
-    trainer.lib, trainer.handle = lib, handle
+    trainer.lib, trainer.handle, trainer.round_checks = lib, handle, True
     return trainer
 
 

@@ -142,15 +142,26 @@ def test_the_checks_flag_reaches_the_trainer_in_the_phase_request():
     assert json.loads(protocol.Phase("loss").encode()) == {"cmd": "phase", "name": "loss", "checks": True}
 
 
-def test_the_cpp_trainer_says_it_computed_its_checks_when_asked_to_skip_them(monkeypatch):
+def test_the_cpp_trainer_turns_its_sessions_checks_off_and_on_as_each_round_asks(monkeypatch):
+    """The C++ worker's trainer: a round without its checks turns the session's off first (pb_set_round_checks, C ABI
+    8), and its product says so as the Python worker's does; the next round with them turns them on again. The switch
+    is called only where the setting changes (tests/test_c_abi_sessions.py runs it in the library)."""
     from phasebench.worker import cpp_lib
 
     trainer = cpp_lib.CppTrainer.__new__(cpp_lib.CppTrainer)
-    trainer.handle = None
-    monkeypatch.setattr(trainer, "call", lambda *args: None, raising=False)
+    trainer.handle, trainer.round_checks = None, True
+    calls = []
+    monkeypatch.setattr(trainer, "call", lambda name, *args: calls.append((name, *args[1:2])), raising=False)
     monkeypatch.setattr(cpp_lib, "_product", lambda result: {"leftovers": 0})
     assert trainer.run_phase("forward").product == {"leftovers": 0}
-    assert trainer.run_phase("forward", checks=False).product == {"leftovers": 0, "checks": "computed"}
+    assert trainer.run_phase("forward", checks=False).product == {"checks": "off"}
+    assert trainer.run_phase("backward", checks=False).product == {"checks": "off"}
+    assert trainer.run_phase("forward").product == {"leftovers": 0}
+    assert [call for call in calls if call[0] == "pb_set_round_checks"] == [("pb_set_round_checks", 0),
+                                                                             ("pb_set_round_checks", 1)]
+    assert [call[0] for call in calls] == ["pb_run_phase", "pb_set_round_checks", "pb_run_phase", "pb_run_phase",
+                                           "pb_set_round_checks", "pb_run_phase"]
+    assert "pb_set_round_checks" in cpp_lib._SIGNATURES and cpp_lib.PB_ABI_VERSION == 8
 
 
 def test_the_count_mode_conditions_are_applied_in_the_worker(monkeypatch):
@@ -249,10 +260,10 @@ def test_a_run_without_the_switches_keeps_its_history_key_and_one_with_them_gets
 # -- one real child run ---------------------------------------------------------------------------------------------
 
 def test_a_run_with_the_checks_off_says_so_in_what_it_saves(pytestconfig, tmp_path):
-    """loss in Python, 2 rounds after none: the case passes with nothing checked, and the saved result says the
-    checks were off in the run and in its worker, and the wait policy its workers ran with."""
+    """loss in Python and in C++, 2 rounds after none: each case passes with nothing checked, and the saved result
+    says the checks were off in the run and in each language's worker, and the wait policy its workers ran with."""
     out = tmp_path / "result.json"
-    run = run_suite("bench/test_phases.py", "--benchmark-only", "-k", "loss and python", "--impl", "python",
+    run = run_suite("bench/test_phases.py", "--benchmark-only", "-k", "loss", "--impl", "python,cpp",
                     "--device", "cpu", "--rounds", "2", "--warmup-rounds", "0", "--round-checks", "off",
                     "--omp-wait-policy", "passive", "--no-utilization", f"--benchmark-json={out}",
                     *_data_options(pytestconfig))
@@ -261,8 +272,8 @@ def test_a_run_with_the_checks_off_says_so_in_what_it_saves(pytestconfig, tmp_pa
     saved = json.loads(out.read_text())
     machine = schema.machine_of(saved)
     assert (machine.round_checks, machine.omp_wait_policy, machine.pins) == ("off", "passive", None)
-    (bench,) = saved["benchmarks"]
-    info = schema.info_of(bench)
-    assert (info.phase, info.implementation, info.round_checks) == ("loss", "python", "off")
+    infos = [schema.info_of(bench) for bench in saved["benchmarks"]]
+    assert sorted((info.phase, info.implementation, info.round_checks) for info in infos) == [
+        ("loss", "cpp", "off"), ("loss", "python", "off")]
     assert results.switched(machine) == {"round checks": "off", "OMP_WAIT_POLICY": "passive"}
     assert Path(out).stat().st_size > 0

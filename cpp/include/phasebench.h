@@ -19,7 +19,7 @@ extern "C" {
 #define PB_ERROR 1
 /* Bumped whenever a struct or a signature below changes: phasebench/worker/cpp_lib.py refuses a library whose
  * pb_abi_version() differs (or that lacks it), instead of misreading memory. */
-#define PB_ABI_VERSION 7
+#define PB_ABI_VERSION 8
 
 /* A session: one model, optimizer and data loader. Its handle is a token (a slot and a generation), never an
  * address; 0 is no session, and a destroyed session's token stays refused. */
@@ -43,7 +43,9 @@ typedef struct {
 } pb_options;
 
 /* What a phase produced, so that a plain test can check it did real work. The checks are -1
- * (integers) or NaN (doubles) where a phase has none (docs/method.md#what-is-measured). */
+ * (integers) or NaN (doubles) where a phase has none (docs/method.md#what-is-measured). A round run with the
+ * session's round checks off (pb_set_round_checks) makes no product: only cpu_ns, thread_cpu_ns and the page faults
+ * are filled, and every other field is unset (loss NaN, ndim 0, finite -1, the checks -1 or NaN). */
 typedef struct {
     double loss;             /* the loss this phase computed or read; NaN when it has none */
     int64_t shape[4];        /* shape of the phase's main tensor (see Trainer::make_phases, cpp/src/phases.cpp) */
@@ -94,6 +96,15 @@ int pb_threads(pb_session session, int32_t* threads);
  * "graph_capture" (step "graphs") runs once per session: a second request is an error; a phase that
  * steps before it runs its warm-up steps and the capture first, untimed. */
 int pb_run_phase(pb_session session, const char* phase, int64_t* duration_ns, pb_result* result);
+
+/* Whether the session's next pb_run_phase rounds do what proves their work
+ * (docs/method.md#switches-for-the-intervention-study): on (1, a new session's setting), each round takes weak
+ * references to what earlier rounds left and counts those alive when the clock starts, takes what the product is
+ * checked against before the body (the generator's state, the gradients, conv1's weight) and makes the product after
+ * it. Off (0), it does none of that, only the release of what earlier rounds left and the phase's own preparation;
+ * its pb_result holds the round's CPU times and page faults, nothing else. The clock holds the same body either way.
+ * Any other value is refused. pb_train, pb_dist_steps and pb_ensemble_step make no product and are not affected. */
+int pb_set_round_checks(pb_session session, int32_t on);
 
 /* The median time of the empty phase in this session: what the clock itself costs. */
 int pb_timer_floor(pb_session session, int64_t* duration_ns);

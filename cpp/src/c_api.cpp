@@ -97,6 +97,15 @@ int pb_run_phase(pb_session session, const char* phase, int64_t* duration_ns, pb
   });
 }
 
+int pb_set_round_checks(pb_session session, int32_t on) {
+  return guarded([&] {
+    const auto held = session_of(session);
+    if (on != 0 && on != 1)
+      throw std::invalid_argument("round checks " + std::to_string(on) + ": 1 (on) or 0 (off)");
+    held->trainer.set_round_checks(on == 1);
+  });
+}
+
 int pb_timer_floor(pb_session session, int64_t* duration_ns) {
   return guarded([&] {
     const auto held = session_of(session);

@@ -29,15 +29,22 @@ bool all_finite(const std::vector<torch::Tensor>& tensors) {
   return true;
 }
 
-pb_result product(const torch::Tensor& main, bool all_finite, double loss) {
+pb_result unset_product() {
   pb_result r{};
+  r.loss = std::nan("");
+  r.finite = -1;
+  r.batch_index = -1;
+  r.leftovers = r.on_device = r.matches_host = r.resident = r.nonzero_grads = r.zero_before = r.distinct = -1;
+  r.recompute_error = r.update_error = r.moved = std::nan("");
+  return r;
+}
+
+pb_result product(const torch::Tensor& main, bool all_finite, double loss) {
+  pb_result r = unset_product();
   r.loss = loss;
   r.finite = all_finite;
   r.ndim = static_cast<int32_t>(std::min<int64_t>(main.dim(), 4));
   for (int32_t d = 0; d < r.ndim; ++d) r.shape[d] = main.size(d);
-  r.batch_index = -1;
-  r.leftovers = r.on_device = r.matches_host = r.resident = r.nonzero_grads = r.zero_before = r.distinct = -1;
-  r.recompute_error = r.update_error = r.moved = std::nan("");
   return r;
 }
 

@@ -29,6 +29,8 @@ struct WeakTensor {
 
 bool all_finite(const std::vector<torch::Tensor>& tensors);
 
+// No product: every field unset (-1 or NaN, ndim 0), what a round without its checks reports (pb_set_round_checks).
+pb_result unset_product();
 // A phase's product, its checks unset (-1 or NaN): the main tensor's shape, whether it is finite, its loss.
 pb_result product(const torch::Tensor& main, bool all_finite, double loss = std::nan(""));
 // The loss a phase computed or read, with `main`'s shape.

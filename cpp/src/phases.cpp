@@ -1,6 +1,7 @@
 // phases.cpp: the one place that says what each phase prepares (untimed), times, and produces
-// (docs/method.md#what-is-measured); the products and their checks are in checks.cpp. The Python twin is
-// phasebench/train/phases.py's PHASES.
+// (docs/method.md#what-is-measured), and what its product is checked against, taken untimed before the body (a
+// Phase's check_before, left out with the product when the round checks are off); the products and their checks are
+// in checks.cpp. The Python twin is phasebench/train/phases.py's PHASES.
 #include "trainer.h"
 
 #include <stdexcept>
@@ -16,40 +17,34 @@ std::vector<Phase> Trainer::make_phases() {
       {"optimizer_init", Uses::nothing, nullptr,
        [this] { fresh_.emplace(settings_.dropout, settings_.width, device()); },
        [this] { return fresh_product(*fresh_, *model_); }},
-      {"forward", Uses::split_step,
-       [this] {
-         on_device();
-         checks_.before_forward(device());
-       },
-       [this] { tensors_.forward(*model_); }, [this] { return checks_.forwarded(*model_, tensors_, device()); }},
+      {"forward", Uses::split_step, [this] { on_device(); }, [this] { tensors_.forward(*model_); },
+       [this] { return checks_.forwarded(*model_, tensors_, device()); }, /*continues_itself=*/false,
+       [this] { checks_.before_forward(device()); }},
       {"loss", Uses::split_step,
        [this] {
          on_device();
          tensors_.forward(*model_);
        },
        [this] { tensors_.compute_loss(); }, [this] { return loss_product(tensors_.loss, tensors_.loss); }},
-      {"backward", Uses::split_step,
-       [this] {
-         forwarded();
-         checks_.before_backward(*model_);
-       },
-       [this] { tensors_.backward(); }, [this] { return checks_.backward(*model_); }},
+      {"backward", Uses::split_step, [this] { forwarded(); }, [this] { tensors_.backward(); },
+       [this] { return checks_.backward(*model_); }, /*continues_itself=*/false,
+       [this] { checks_.before_backward(*model_); }},
       {"param_update", Uses::split_step,
        [this] {
          forwarded();
          tensors_.backward();
-         checks_.before_update(*model_);
        },
-       [this] { model_->update(); }, [this] { return checks_.updated(*model_); }},
+       [this] { model_->update(); }, [this] { return checks_.updated(*model_); }, /*continues_itself=*/false,
+       [this] { checks_.before_update(*model_); }},
       // Data parallel only (Trainer::attach): the all-reduce of the gradients backward left.
       {"grad_sync", Uses::split_step,
        [this] {
          if (!group_) throw std::invalid_argument("'grad_sync' is a phase of a data-parallel trainer only");
          forwarded();
          tensors_.backward();
-         checks_.before_grad_sync(*model_);
        },
-       [this] { group_->average_gradients(*model_); }, [this] { return checks_.synced(*model_); }},
+       [this] { group_->average_gradients(*model_); }, [this] { return checks_.synced(*model_); },
+       /*continues_itself=*/false, [this] { checks_.before_grad_sync(*model_); }},
       {"progress_print", Uses::split_step, [this] { forwarded(); }, [this] { print_progress(); },
        [this] { return loss_product(tensors_.loss, tensors_.loss); }},
       {"train_step", Uses::step, nullptr,

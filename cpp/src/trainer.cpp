@@ -98,18 +98,22 @@ Timing Trainer::run_phase(const std::string& name, pb_result* result) {
     case Uses::nothing:
       break;
   }
+  // Without its checks (pb_set_round_checks), the round does nothing that proves its work: no weak references to
+  // count leftovers by, nothing taken to check the product against, no product. The release stays: it is the method's.
+  const bool checks = round_checks_;
   // A training step frees the previous step's tensors itself, as in any training loop.
   const bool continuing = phase->continues_itself && last_phase_ == name;
   std::vector<WeakTensor> earlier;
   if (!continuing) {
-    earlier = held();
+    if (checks) earlier = held();
     release();
   }
   if (phase->prepare) phase->prepare();
+  if (phase->check_before && checks) phase->check_before();
   // Data parallel: every rank leaves a barrier, untimed, just before its clock starts, so that no rank's clock
   // holds the wait for a late one (docs/distributed.md).
   if (group_) group_->barrier();
-  const int32_t leftovers = continuing ? -1 : static_cast<int32_t>(std::count_if(
+  const int32_t leftovers = continuing || !checks ? -1 : static_cast<int32_t>(std::count_if(
       earlier.begin(), earlier.end(), [](const WeakTensor& w) { return w.alive(); }));
   earlier.clear();
   // Page faults across the round, read outside the clock (a system call each).
@@ -118,7 +122,7 @@ Timing Trainer::run_phase(const std::string& name, pb_result* result) {
   const auto faults_after = page_faults();
   last_phase_ = name;
   if (result) {
-    *result = phase->result();
+    *result = checks ? phase->result() : unset_product();
     result->leftovers = leftovers;
     result->cpu_ns = timing.cpu_ns;
     result->thread_cpu_ns = timing.thread_cpu_ns;

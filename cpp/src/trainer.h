@@ -24,6 +24,7 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -67,6 +68,9 @@ struct Phase {
   std::function<void()> body;     // timed
   std::function<pb_result()> result;
   bool continues_itself = false;  // its rounds follow one another as training steps do
+  // Untimed, after prepare: what the product is checked against, taken before the body (the generator's state, the
+  // gradients, conv1's weight); left out with the product when the round checks are off (pb_set_round_checks).
+  std::function<void()> check_before = nullptr;
 };
 
 // pb_train's request and what it adds up (pb_train_options, pb_train_totals).
@@ -91,8 +95,11 @@ class Trainer {
   // The phases pb_phase_names lists, and pb_train's totals (pb_run_phase_names), in order.
   std::vector<std::string> phase_names() const;
   std::vector<std::string> run_phase_names() const;
-  // Prepares the phase untimed, then times its body; the product says what it did.
+  // Prepares the phase untimed, then times its body; the product says what it did (with the round checks on).
   Timing run_phase(const std::string& name, pb_result* result);
+  // pb_set_round_checks: whether run_phase's rounds do what proves their work (the leftovers' weak references, what
+  // the product is checked against, the product); read once per round, outside the clock.
+  void set_round_checks(bool on) { round_checks_ = on; }
   int64_t timer_floor() const { return phasebench::timer_floor(device()); }
 #if PHASEBENCH_TESTING
   void set_slow_knob(SlowKnob knob);
@@ -177,6 +184,7 @@ class Trainer {
 #endif
   std::vector<Phase> phases_;
   std::string last_phase_;
+  std::atomic<bool> round_checks_{true};  // set between calls, possibly from another thread
 
   // The batch and the step's tensors, and where the epoch stands.
   Batch host_;

@@ -6,9 +6,9 @@ at its default, phasebench/history/points.py).
 
 - --round-checks on|off: whether each test_phase round computes, in its worker, what proves its work (the product,
   what it is checked against, the leftovers' weak references) and pytest checks it. On by default: the study has not
-  decided yet whether they change a ratio. The C++ library computes its checks inside pb_run_phase, which has no
-  switch (C ABI 7): off leaves them out of the Python worker's rounds and unchecked in both, and each case records
-  what its worker did (extra_info round_checks).
+  decided yet whether they change a ratio. Off leaves them out of both languages' rounds (the C++ worker turns its
+  session's checks off through pb_set_round_checks, C ABI 8) and nothing is checked; each case records what its
+  worker did (extra_info round_checks).
 - --omp-wait-policy passive|active|default: OMP_WAIT_POLICY in the workers' environment (default: none there,
   OpenMP's own policy); not given, the workers inherit the pytest process's (the test command sets PASSIVE).
 - --pins none|count: count times under the instruction-count mode's conditions (PINS_APPLIED; NOT_APPLIED says
@@ -44,8 +44,8 @@ def pytest_addoption(parser):
     group = parser.getgroup("phasebench")
     group.addoption("--round-checks", default=None, metavar="on|off",
                     help="whether each test_phase round computes and checks what proves its work (default: on; off "
-                         "leaves that work out of the rounds, the equivalence tests keep it; the C++ library computes "
-                         "its own in any case: docs/method.md#switches-for-the-intervention-study)")
+                         "leaves that work out of both languages' rounds, the equivalence tests keep it: "
+                         "docs/method.md#switches-for-the-intervention-study)")
     group.addoption("--omp-wait-policy", default=None, metavar="passive|active|default",
                     help="OMP_WAIT_POLICY in both languages' workers; default: none there, OpenMP's own (not given: "
                          "the workers inherit this process's environment)")

@@ -218,7 +218,8 @@ class Worker:
 
     def run_phase(self, phase: str, checks: bool = True) -> PhaseRound:
         """One round of `phase`; with `checks` off (--round-checks off) the worker computes nothing that proves its
-        work, and the product says so ({"checks": "off"}, or the C++ library's "computed")."""
+        work, in either language (the C++ worker turns its session's checks off: pb_set_round_checks), and the product
+        says so ({"checks": "off"})."""
         reply = self.request(protocol.Phase(phase, checks))
         # The instruction-count mode: the worker says where its round's dump is; it is read here, outside Valgrind.
         counted = counting.read_round(reply["dump"], reply["label"]) if "dump" in reply else None
