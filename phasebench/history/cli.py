@@ -64,8 +64,8 @@ def terminal(all_series: list[series_mod.Series], notes: list[str], split_lines:
 def unconfirmed(all_series: list[series_mod.Series]) -> str:
     """--unconfirmed: one tab-separated line per change point not yet confirmed (by commit): the commits before and
     after it (full hashes), metric, device, workload ("-" for the default), implementation, phase, the change in
-    percent, and the runs of the case at the commit before and at the commit after (what .ci/history-confirm
-    re-runs)."""
+    percent, the runs of the case at the commit before and at the commit after, and the runs each needs to confirm
+    it (series.runs_to_confirm): what .ci/history-confirm re-runs."""
     lines = []
     for s in all_series:
         for found in s.changes:
@@ -74,7 +74,8 @@ def unconfirmed(all_series: list[series_mod.Series]) -> str:
             runs = {position.x: len(at) for position, at in zip(s.positions, s.runs)}
             lines.append("\t".join([found.before.x, found.after.x, s.key.metric, s.key.device, s.key.workload or "-",
                                     s.key.implementation, s.key.phase, f"{found.change.change_pct:+.2f}",
-                                    str(runs[found.before.x]), str(runs[found.after.x])]))
+                                    str(runs[found.before.x]), str(runs[found.after.x]),
+                                    str(series_mod.runs_to_confirm(s.key.metric))]))
     return "".join(line + "\n" for line in lines)
 
 
@@ -122,7 +123,8 @@ def main(argv=None) -> int:
     parser.add_argument("--unconfirmed", action="store_true",
                         help="print only the change points not yet confirmed, one tab-separated line each: commit "
                              "before, commit after, metric, device, workload (- for the default), implementation, "
-                             "phase, change in percent, runs before, runs after (.ci/history-confirm reads them); "
+                             "phase, change in percent, runs before, runs after, runs needed (.ci/history-confirm "
+                             "reads them); "
                              "exit status 0 where there are none")
     args = parser.parse_args(argv)
     if args.unconfirmed and args.by != "commit":

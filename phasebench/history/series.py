@@ -33,7 +33,8 @@ class Found:
     change: changes.Change
     before: Position
     after: Position
-    confirmed: bool  # both neighbours were run at least twice and every run after lies beyond every run before
+    confirmed: bool  # both neighbours were run often enough (runs_to_confirm) and every run after lies beyond every
+    # run before
     also_changed: dict  # context that differs between the two neighbours' runs (phasebench.history.points)
 
     @property
@@ -134,14 +135,25 @@ def find_changes(series: Series, spreads: dict[str, float]) -> list[Found]:
     else:
         steps = changes.time_changes(values)
     return [Found(step, series.positions[step.index - 1], series.positions[step.index],
-                  confirmed(series.runs[step.index - 1], series.runs[step.index], step.change_pct),
+                  confirmed(series.runs[step.index - 1], series.runs[step.index], step.change_pct,
+                            runs_to_confirm(series.key.metric)),
                   also_changed(series.runs[step.index - 1], series.runs[step.index])) for step in steps]
 
 
-def confirmed(before: list[Point], after: list[Point], change_pct: float) -> bool:
-    """Whether the neighbouring commits' re-runs confirm a step: each was run at least twice, and every run after
-    it lies beyond every run before it, in the step's direction."""
-    if len(before) < 2 or len(after) < 2:
+# The runs each neighbour of a step needs before the step is confirmed. Where runs differ by noise alone, n runs on
+# each side fall wholly on one given side of each other with probability (n!)^2 / (2n)!: 1/6 for two runs, 1/20 for
+# three. A time series takes three; a count, whose runs repeat up to a small measured spread, two.
+RUNS_TO_CONFIRM = {"instructions": 2, "time": 3}
+
+
+def runs_to_confirm(metric: str) -> int:
+    return RUNS_TO_CONFIRM.get(metric, RUNS_TO_CONFIRM["time"])
+
+
+def confirmed(before: list[Point], after: list[Point], change_pct: float, needed: int = 2) -> bool:
+    """Whether the neighbouring commits' re-runs confirm a step: each was run at least `needed` times
+    (runs_to_confirm), and every run after it lies beyond every run before it, in the step's direction."""
+    if len(before) < needed or len(after) < needed:
         return False
     if change_pct > 0:
         return min(p.value for p in after) > max(p.value for p in before)
