@@ -7,8 +7,10 @@ with the interpreter and torch already loaded). extra_info gets what the worker 
 as medians: Summed Time (the phase timers added up), Step Count, each phase's total, the loop's time
 and the phases' own CPU use; and, seen from here, the process total (spawn to exit) with its start-up
 (spawn to trainer ready, torch's import included) and exit. One more fresh worker trains free-running,
-without synchronizing inside the step, for a Total Time that the phase timers do not disturb; the
-utilization recorded is that run's. The train request may take --round-timeout seconds per epoch.
+without synchronizing inside the step, for a Total Time that the phase timers do not disturb. The utilization
+recorded (extra_info gpu and cpu) is the timed rounds': sampled from this process across each round's train
+request, the rounds' windows together; the free-running run's is in free_running. The train request may take
+--round-timeout seconds per epoch.
 
 Under --benchmark-disable (the test command) one timed round and the free-running run are checked, each
 stopping after CHECK_STEPS steps (the train request's max_steps): the same code from the dataset's opening to
@@ -113,19 +115,25 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
 
     def one_run():
         progress(f"round {len(runs) + 1}/{rounds}: training {plan} ...")
-        runs.append(train_in_fresh_worker(spawn, settings, synchronize=True, one_shot=one_shot, max_steps=max_steps,
-                                          say=progress, label=f"round {len(runs) + 1}/{rounds}", workload=workload))
+        runs.append(train_in_fresh_worker(spawn, settings, synchronize=True, watch=each_round, one_shot=one_shot,
+                                          max_steps=max_steps, say=progress, label=f"round {len(runs) + 1}/{rounds}",
+                                          workload=workload))
         worker_clock.advance(runs[-1]["program_ns"])
         progress(f"round {len(runs)}/{rounds}: {runs[-1]['steps']} steps; Total Time {runs[-1]['program_ns'] / 1e9:.1f} s, "
                  f"process {runs[-1]['total_ns'] / 1e9:.1f} s")
 
     benchmark.group = "training_run"
-    benchmark.pedantic(one_run, rounds=settings.run_rounds, warmup_rounds=0, iterations=1)  # each round a cold start
+    schema.write(benchmark, schema.TrainingRunInfo, implementation=impl, language=registry.get(impl).language,
+                 reference=registry.get(impl).pair, device=device, phase="training_run", **workload.as_info())
+    # The rounds' utilization, sampled from this process across each round's train request (nothing in the worker).
+    with utilization_of.rounds(impl, device) as each_round:
+        benchmark.pedantic(one_run, rounds=settings.run_rounds, warmup_rounds=0, iterations=1)  # each a cold start
     # The loop alone, with no phase timers: asked for by --free-running, always checked under --benchmark-disable.
-    free = None
+    free, free_use = None, {}
     if settings.free_running:
         progress(f"free-running: training {plan}, no phase timers ...")
-        free = train_in_fresh_worker(spawn, settings, synchronize=False, watch=utilization_of, one_shot=one_shot,
+        free = train_in_fresh_worker(spawn, settings, synchronize=False, one_shot=one_shot,
+                                     watch=lambda worker: utilization_of.beside(worker, "free-running", free_use),
                                      max_steps=max_steps, say=progress, label="free-running", workload=workload)
         progress(f"free-running: {free['steps']} steps; Total Time {free['program_ns'] / 1e9:.1f} s")
 
@@ -157,8 +165,7 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
 
     summed_ns = [sum(run["phase_ns"][name] for name in timed_names) for run in runs]
     schema.write(
-        benchmark, schema.TrainingRunInfo, implementation=impl, language=registry.get(impl).language, reference=registry.get(impl).pair,
-        device=device, phase="training_run", **workload.as_info(), epochs=settings.epochs,
+        benchmark, schema.TrainingRunInfo, epochs=settings.epochs,
         rounds=settings.run_rounds, warmup_rounds=0, threads=settings.threads, steps=runs[0]["steps"],
         summed_s=[ns / 1e9 for ns in summed_ns], summed_median_s=statistics.median(summed_ns) / 1e9,
         program_s=[run["program_ns"] / 1e9 for run in runs], process_total_s=[run["total_ns"] / 1e9 for run in runs],
@@ -167,11 +174,12 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
         phase_total_s={name: statistics.median(run["phase_ns"][name] for run in runs) / 1e9 for name in timed_names},
         # The timed bodies' own CPU use: process CPU time over their summed wall time.
         phase_cpu_cores=round(statistics.median(run["phase_cpu_ns"] / ns for run, ns in zip(runs, summed_ns)), 3),
-        # The loop holds the one-shot phase (graph_capture, compile), timed apart so that it can be taken out.
+        # The loop holds the one-shot phase (graph_capture, compile), timed apart so that it can be taken out; the
+        # run's own utilization (gpu, cpu) beside it.
         free_running=free and {"total_s": free["program_ns"] / 1e9, "loop_s": free["loop_ns"] / 1e9,
                                "process_total_s": free["total_ns"] / 1e9, "one_shot": registered.one_shot,
                                "one_shot_s": free["phase_ns"][registered.one_shot] / 1e9 if registered.one_shot
-                               else None},
+                               else None, **free_use},
         # The worker's peak resident memory, and on cuda the peak allocated device memory, per timed round
         # and in the free-running run (docs/implementations.md#implementations-and-workloads).
         peak_rss_bytes=[run["peak_rss_bytes"] for run in every],

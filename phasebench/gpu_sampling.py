@@ -129,8 +129,19 @@ class GpuWindow:
         self.stopping.set()
         self.thread.join()
         self.poll()  # the samples since the thread's last poll
-        utilization = self.readers["utilization_pct"]
-        buffered = isinstance(utilization, BufferedReader)
-        return {"source": utilization.source, "interval_s": utilization.interval_s if buffered else self.interval_s,
-                "samples": len(self.values["utilization_pct"]), "gaps": self.gaps,
-                **{name: summarize(values) for name, values in self.values.items()}}
+        return figures([self])
+
+
+def figures(windows: list[GpuWindow]) -> dict:
+    """The figures of one stopped window, or of several of one GPU one after another as one window's (the training
+    run's rounds, each a fresh worker): every window's samples together, each gap at its seconds since the first
+    window began."""
+    first = windows[0]
+    utilization = first.readers["utilization_pct"]
+    buffered = isinstance(utilization, BufferedReader)
+    values = {name: [value for window in windows for value in window.values[name]] for name in first.values}
+    gaps = [gap | {"at_s": round(gap["at_s"] + window.started - first.started, 3)}
+            for window in windows for gap in window.gaps]
+    return {"source": utilization.source, "interval_s": utilization.interval_s if buffered else first.interval_s,
+            "samples": len(values["utilization_pct"]), "gaps": gaps,
+            **{name: summarize(kept) for name, kept in values.items()}}

@@ -75,7 +75,8 @@ class PhaseInfo(Case):
     canary_start_s: float | None = None  # seconds a fixed pure-Python loop took in the worker just before the window
     # (the first worker's; best of 3): the machine's speed when the rounds began, the same work in both languages
     canary_end_s: float | None = None  # the same just after it (the last worker's): whether the speed moved
-    round_checks: str | None = None  # its worker's (--round-checks): on, off, computed (C++: no switch); none: on
+    round_checks: str | None = None  # what its worker did (--round-checks): on or off, in both languages; none: on
+    # (a C++ case saved with C ABI 7, which had no switch, says computed: its rounds kept their checks)
 
 
 @dataclass
@@ -121,7 +122,8 @@ class TrainingRunInfo(Case):
     total_median_s: float | None = None
     phase_total_s: dict | None = None  # each phase's total over the run
     phase_cpu_cores: float | None = None
-    free_running: dict | None = None  # the run without phase timers
+    free_running: dict | None = None  # the run without phase timers: total_s, loop_s, process_total_s, one_shot,
+    # one_shot_s, and its own utilization, gpu and cpu (as the case's, which are the timed rounds')
     peak_rss_bytes: list | None = None
     peak_rss_median_bytes: float | None = None
     peak_device_bytes: list | None = None

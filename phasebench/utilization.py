@@ -6,7 +6,8 @@ the driver keep anyway, so they take no time from the phases, which are timed in
 - CPU, on every device: the worker's CPU time (all its threads) from its process CPU clock, to the
   nanosecond, over the wall time of the benchmark, in cores (1.0 = one core busy throughout), never more
   than the cores it may run on (CpuWindow says why it could read more); with several workers (concurrent
-  jobs), theirs together and each one's. /proc/<pid>/stat's user and system times, in clock ticks
+  jobs), theirs together and each one's; where every round is a fresh worker (the training run), each
+  round's train request, the rounds together (Monitor.watch_rounds). /proc/<pid>/stat's user and system times, in clock ticks
   (usually 10 ms), give the split between the two.
 - GPU, on cuda: NVML (nvidia-ml-py, imported as pynvml) on the worker's GPU, found by the PCI bus id
   of its cuda device, never by index order (NVML numbers GPUs its own way and ignores
@@ -39,6 +40,7 @@ from pathlib import Path
 
 from phasebench import schema
 from phasebench.gpu_sampling import POLL_INTERVAL_S, GpuWindow, gpu_readers, summarize  # noqa: F401  (re-exported)
+from phasebench.gpu_sampling import figures as gpu_figures
 
 CLOCK_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 # A phase's thread CPU (bench/test_phases.py, phase_cpu): the worker reads its CPU clocks just outside its two
@@ -142,6 +144,8 @@ class CpuWindow:
     def __init__(self, pids):
         self.pids = [pids] if isinstance(pids, int) else list(pids)
         self.available = {pid: cores_available([pid]) for pid in self.pids}
+        self.result: dict | None = None  # what stop() read
+        self.totals: tuple | None = None  # and the sums it came from: CPU ns, user s, system s, machine s, wall s, cores
         self.started = time.perf_counter()
         self.machine = machine_busy_s()
         self.ticks = [cpu_times(pid) for pid in self.pids]
@@ -151,6 +155,14 @@ class CpuWindow:
     def _figures(cpu_ns: int, user: float, system: float, wall: float, available: int) -> dict:
         return {"cores": round(min(cpu_ns / 1e9 / wall, float(available)), 3), "cpu_s": round(cpu_ns / 1e9, 6),
                 "user_s": round(user, 3), "system_s": round(system, 3), "cores_available": available}
+
+    @classmethod
+    def _total(cls, cpu_ns: int, user: float, system: float, machine: float, wall: float, available: int) -> dict:
+        total = cls._figures(cpu_ns, user, system, wall, available)
+        total["wall_s"] = round(wall, 6)
+        total["machine_other_cores"] = (round(max(0.0, machine - cpu_ns / 1e9) / wall, 2)
+                                        if wall >= MACHINE_OTHER_MIN_WALL_S else None)
+        return total
 
     def stop(self) -> dict | None:
         try:
@@ -162,14 +174,25 @@ class CpuWindow:
         wall = time.perf_counter() - self.started
         each = [self._figures(ns, user - user0, system - system0, wall, self.available[pid]) | {"pid": pid}
                 for pid, ns, (user, system), (user0, system0) in zip(self.pids, cpu, ticks, self.ticks)]
-        total = self._figures(sum(cpu), sum(f["user_s"] for f in each), sum(f["system_s"] for f in each), wall,
-                              cores_available(self.pids))
-        total["wall_s"] = round(wall, 6)
-        total["machine_other_cores"] = (round(max(0.0, machine - sum(cpu) / 1e9) / wall, 2)
-                                        if wall >= MACHINE_OTHER_MIN_WALL_S else None)
+        self.totals = (sum(cpu), sum(f["user_s"] for f in each), sum(f["system_s"] for f in each), machine, wall,
+                       cores_available(self.pids))
+        total = self._total(*self.totals)
         if len(self.pids) > 1:
             total["processes"] = each
+        self.result = total
         return total
+
+    @classmethod
+    def over(cls, windows: list[CpuWindow]) -> dict | None:
+        """The figures of one stopped window, or of several one after another as one window's (the training run's
+        rounds, each a fresh worker): their CPU time over their summed wall time, the time between them in none.
+        None where one of them could not be read."""
+        if not windows or any(window.totals is None for window in windows):
+            return None
+        if len(windows) == 1:
+            return windows[0].result
+        cpu_ns, user, system, machine, wall, _ = (sum(column) for column in zip(*(w.totals for w in windows)))
+        return cls._total(cpu_ns, user, system, machine, wall, max(window.totals[5] for window in windows))
 
 
 # --- NVIDIA MPS ------------------------------------------------------------------------------------
@@ -210,6 +233,21 @@ def mps_status(compute_mode: str | None = None) -> dict:
 
 
 # --- the session -----------------------------------------------------------------------------------
+
+@dataclass
+class Span:
+    """One worker's GPU and CPU windows across one block (Monitor._span): None where not sampled."""
+    gpu: GpuWindow | None
+    cpu: CpuWindow | None
+
+
+def figures(spans: list[Span]) -> tuple[dict | None, dict | None]:
+    """The GPU and the CPU figures of one span, or of several one after another (the training run's rounds) as one:
+    the GPU's null where no span sampled it, the CPU's where no span had a worker's or one could not be read."""
+    gpus = [span.gpu for span in spans if span.gpu]
+    cpus = [span.cpu for span in spans]
+    return (gpu_figures(gpus) if gpus else None), (None if None in cpus else CpuWindow.over(cpus))
+
 
 @dataclass
 class Record:
@@ -315,20 +353,77 @@ class Monitor:
             yield
             schema.write(benchmark, schema.Utilization, gpu=None, cpu=None)
             return
+        with self._span(worker) as span:
+            yield
+        self._record(benchmark, worker.impl, worker.device, *figures([span]))
+
+    @contextmanager
+    def watch_rounds(self, benchmark, impl: str, device: str):
+        """For a case whose every round is a fresh worker (the training run): yields each(worker), which samples one
+        round's worker while its block runs (its train request: its training loop), as watch does. When the block
+        ends, the rounds' windows together go into benchmark.extra_info["gpu"] and ["cpu"] as watch puts one
+        window's: the workers' CPU time over the windows' summed wall time, and every window's GPU samples. A worker's
+        start-up (its set-up included) and exit, between the windows, are in none."""
+        spans = []
+
+        @contextmanager
+        def each(worker):
+            if not self.sampling:
+                yield
+                return
+            with self._span(worker) as span:
+                yield
+            spans.append(span)
+
+        yield each
+        if not self.sampling:
+            schema.write(benchmark, schema.Utilization, gpu=None, cpu=None)
+            return
+        self._record(benchmark, impl, device, *figures(spans))
+
+    @contextmanager
+    def watch_beside(self, benchmark, worker, name: str, into: dict):
+        """Samples `worker` while the block runs as watch does, for a run that a case reports beside its rounds (the
+        training run's free-running run): its figures go into `into` ("gpu", "cpu"; null as watch's are), not into
+        the case's own; the summary lists them as the case's, followed by `name`."""
+        into.update(gpu=None, cpu=None)
+        if not self.sampling:
+            yield
+            return
+        with self._span(worker) as span:
+            yield
+        into["gpu"], into["cpu"] = figures([span])
+        if benchmark.enabled:
+            self.records.append(Record(benchmark.group, f"{self._label(benchmark, worker.impl, worker.device)} {name}",
+                                       into["gpu"], into["cpu"]))
+
+    @contextmanager
+    def _span(self, worker):
+        """Samples `worker`'s GPU and CPU while the block runs; the yielded Span holds their stopped windows once it
+        ends. The GPU's sampler thread stops even when the block fails."""
         gpu = self._gpu_window(worker)
         if gpu:
             gpu.start()
         try:
             pids = getattr(worker, "pids", None) or ([worker.pid] if worker.pid else [])
             cpu = CpuWindow(pids) if pids else None  # no pid: several workers, none the case's own
-            yield
-            cpu_result = cpu.stop() if cpu else None
+            span = Span(gpu, cpu)
+            yield span
+            if cpu:
+                cpu.stop()
         finally:
-            gpu_result = gpu.stop() if gpu else None  # the thread stops even when the block fails
-        schema.write(benchmark, schema.Utilization, gpu=gpu_result, cpu=cpu_result)
+            if gpu:
+                gpu.stop()
+
+    @staticmethod
+    def _label(benchmark, impl: str, device: str) -> str:
+        return "-".join(filter(None, (impl, device, benchmark.extra_info.get("workload"))))
+
+    def _record(self, benchmark, impl: str, device: str, gpu: dict | None, cpu: dict | None) -> None:
+        schema.write(benchmark, schema.Utilization, gpu=gpu, cpu=cpu)
         if benchmark.enabled:
-            label = "-".join(filter(None, (worker.impl, worker.device, benchmark.extra_info.get("workload"))))
-            self.records.append(Record(benchmark.group, label, gpu_result, cpu_result, benchmark.extra_info))
+            self.records.append(Record(benchmark.group, self._label(benchmark, impl, device), gpu, cpu,
+                                       benchmark.extra_info))
 
     def summary_lines(self) -> list[str]:
         """A line per benchmark group for pytest's terminal summary."""
@@ -340,3 +435,23 @@ class Monitor:
         if lines and self.reason:
             lines.append(f"GPU not sampled: {self.reason}")
         return lines
+
+
+class CaseWatch:
+    """A case's `utilization_of` (phasebench/plugin/fixtures.py): the session's Monitor, bound to its benchmark."""
+
+    def __init__(self, monitor: Monitor, benchmark):
+        self.monitor, self.benchmark = monitor, benchmark
+
+    def __call__(self, worker):
+        """`with utilization_of(worker): benchmark.pedantic(...)` (Monitor.watch)."""
+        return self.monitor.watch(self.benchmark, worker)
+
+    def rounds(self, impl: str, device: str):
+        """`with utilization_of.rounds(impl, device) as each:` and in each round `with each(worker):`, where every
+        round is a fresh worker (Monitor.watch_rounds)."""
+        return self.monitor.watch_rounds(self.benchmark, impl, device)
+
+    def beside(self, worker, name: str, into: dict):
+        """`with utilization_of.beside(worker, name, into):` a run reported beside the rounds (Monitor.watch_beside)."""
+        return self.monitor.watch_beside(self.benchmark, worker, name, into)

@@ -160,6 +160,46 @@ def test_watching_several_workers_records_their_cpu():
     assert samplers.summary_lines()[0] == f"concurrent_jobs-2: python-cpu CPU {cpu['cores']:.2f}"
 
 
+def test_the_rounds_of_fresh_workers_are_recorded_together():
+    """The training run: every round a fresh worker, each sampled across its own block (its train request) alone; the
+    case records the rounds' CPU time over their summed wall time as one window's figure, the time between them (a
+    worker's start-up and exit) in none. A run reported beside the rounds (the free-running one) keeps its own."""
+    samplers, benchmark = monitor(), fake_benchmark(group="training_run")
+    burnt, started = 0, time.perf_counter()
+    with samplers.watch_rounds(benchmark, "python", "cpu") as each:
+        for _ in range(3):
+            with burners(1) as (child,):
+                time.sleep(0.1)  # between the rounds: in no window
+                with each(SimpleNamespace(pid=child.pid, device="cpu", impl="python")):
+                    burnt += burn(child, BURST_NS)
+    elapsed = time.perf_counter() - started
+    cpu = benchmark.extra_info["cpu"]
+    assert set(cpu) == CPU_KEYS and benchmark.extra_info["gpu"] is None, benchmark.extra_info
+    assert burnt / 1e9 <= cpu["cpu_s"] <= burnt / 1e9 + 0.003, cpu
+    assert cpu["wall_s"] < elapsed - 0.3 and cpu["machine_other_cores"] is None, (cpu, elapsed)
+    assert cpu["cores"] == pytest.approx(cpu["cpu_s"] / cpu["wall_s"], abs=0.001)
+
+    free = {}
+    with burners(1) as (child,):
+        with samplers.watch_beside(benchmark, SimpleNamespace(pid=child.pid, device="cpu", impl="python"),
+                                   "free-running", free):
+            burn(child, BURST_NS)
+    assert free["gpu"] is None and set(free["cpu"]) == CPU_KEYS and benchmark.extra_info["cpu"] is cpu
+    assert samplers.summary_lines()[0] == (f"training_run: python-cpu CPU {cpu['cores']:.2f}, "
+                                           f"python-cpu free-running CPU {free['cpu']['cores']:.2f}")
+
+
+def test_a_round_whose_worker_could_not_be_read_leaves_the_rounds_cpu_null():
+    samplers, benchmark = monitor(), fake_benchmark(group="training_run")
+    with samplers.watch_rounds(benchmark, "python", "cpu") as each:
+        with burners(1) as (child,), each(SimpleNamespace(pid=child.pid, device="cpu", impl="python")):
+            burn(child, BURST_NS)
+        with burners(1) as (child,), each(SimpleNamespace(pid=child.pid, device="cpu", impl="python")):
+            child.kill()
+            child.wait()  # reaped: its CPU clock is gone when the window ends
+    assert benchmark.extra_info == {"gpu": None, "cpu": None}
+
+
 def test_phase_cpu_figures_stay_within_what_the_worker_can_use():
     """A phase's CPU clocks are read just outside its wall clock: a body of 0.1 µs whose thread's CPU window held
     0.54 µs read 5.42 cores of its one thread. Such a body is too short to say (null); a longer one is bounded by one

@@ -211,6 +211,33 @@ def test_gpu_lost_does_not_fail_the_benchmark(fake_nvml):
     assert samplers.summary_lines()[0].startswith("train_step: cpp-cuda GPU -/- (0 samples) [1 NVML gaps] CPU ")
 
 
+def test_the_rounds_of_fresh_workers_pool_their_gpu_samples(fake_nvml):
+    """The training run's rounds, each a fresh worker sampled across its train request: the case's gpu object holds
+    every round's samples and none from between them, each gap at its seconds since the first round's window began."""
+    gpu = FakeGpu("00000000:41:00.0")
+    fake_nvml([gpu])
+    samplers, benchmark = monitor(), fake_benchmark(group="training_run")
+    with samplers.watch_rounds(benchmark, "python", "cuda") as each:
+        with each(worker_on("cuda")):
+            gpu.add_samples([10, 20])
+            gpu.release_all()
+        gpu.add_samples([99])  # between the rounds: the next worker's start-up
+        gpu.release_all()
+        time.sleep(0.05)
+        with each(worker_on("cuda")):
+            gpu.add_samples([60])
+            gpu.release_all()
+        with each(worker_on("cuda")):
+            gpu.lost = True
+    result = benchmark.extra_info["gpu"]
+    assert result["source"] == "nvmlDeviceGetSamples" and result["samples"] == 3, result
+    assert result["utilization_pct"] == {"mean": 30.0, "median": 20.0, "max": 60.0}
+    assert [gap["error"] for gap in result["gaps"]] == ["NVMLError_GpuIsLost: GPU is lost"]
+    assert result["gaps"][0]["at_s"] >= 0.05
+    assert set(benchmark.extra_info["cpu"]) == CPU_KEYS
+    assert samplers.summary_lines()[0].startswith("training_run: python-cuda GPU 30%/60% (3 samples) [1 NVML gaps] CPU ")
+
+
 def test_gpu_that_nvml_does_not_list_is_null_with_the_reason(fake_nvml):
     fake_nvml([FakeGpu("00000000:41:00.0")], nvml_gpus=[FakeGpu("00000000:1B:00.0")])
     samplers, benchmark = monitor(), fake_benchmark()
@@ -235,6 +262,17 @@ def test_sampling_off():
         pass
     assert benchmark.extra_info == {"gpu": None, "cpu": None}
     assert samplers.reason == utilization.OFF_REASON and samplers.summary_lines() == []
+
+
+def test_sampling_off_leaves_the_rounds_and_the_run_beside_them_null():
+    samplers, benchmark, free = Monitor(sampling=False), fake_benchmark(group="training_run"), {}
+    with samplers.watch_rounds(benchmark, "python", "cuda") as each:
+        with each(worker_on("cuda")):
+            pass
+    with samplers.watch_beside(benchmark, worker_on("cuda"), "free-running", free):
+        pass
+    assert benchmark.extra_info == {"gpu": None, "cpu": None} and free == {"gpu": None, "cpu": None}
+    assert samplers.summary_lines() == []
 
 
 def test_without_nvml_gpu_is_null_and_the_suite_records_why():

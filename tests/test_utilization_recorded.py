@@ -1,13 +1,16 @@
 """Every benchmark of the suite asks for the utilization samplers and records what they measured: the CPU of the
-worker(s) it measured, never null, and no gpu object on cpu."""
+worker(s) it measured, never null, and no gpu object on cpu; in a default run, timed, too (the training run's rounds
+included)."""
 
 import ast
 import json
 
 import pytest
 
+from phasebench import schema
 from phasebench.worker.build import ROOT
 from tests.child_runs import _data_options, run_suite
+from tests.utilization_fakes import CPU_KEYS
 
 
 def benchmark_tests() -> dict[str, list[str]]:
@@ -49,6 +52,9 @@ def test_every_benchmark_records_the_worker_cpu(pytestconfig, saved_extra_info, 
     nulls = [name for name, entry in saved.items() if not isinstance(entry.get("cpu"), dict) or entry.get("gpu", "absent") is not None]
     assert not nulls, {name: saved[name] for name in nulls}
     assert len(saved["test_concurrent_jobs[python-cpu-2]"]["cpu"]["processes"]) == 2
+    # The training run's are its round's; its free-running run (checked here, left out of a default run) keeps its own.
+    free_running = saved["test_training_run[python-cpu]"]["free_running"]
+    assert free_running["gpu"] is None and set(free_running["cpu"]) == CPU_KEYS, free_running
 
 
 def _child_suite_extra_info(pytestconfig, tmp_path, plain: dict) -> dict[str, dict]:
@@ -63,3 +69,31 @@ def _child_suite_extra_info(pytestconfig, tmp_path, plain: dict) -> dict[str, di
                     env={"PHASEBENCH_TEST_EXTRA_INFO": str(recorded)}, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return {entry["test"].split("::")[-1]: entry for entry in map(json.loads, recorded.read_text().splitlines())}
+
+
+def test_every_benchmark_of_a_default_run_saves_its_utilization(pytestconfig, tmp_path):
+    """A default run on cpu, timed as a user runs it (the test command above watches the training run's free-running
+    run, which a default run leaves out, and its rounds were watched in none): every benchmark it saves, each phase
+    case and the training run, holds a gpu object, null as on cpu, and the cpu object of the worker(s) it measured,
+    with the fields docs/utilization.md names. The training run's covers its round's train request, sampled from
+    pytest: at least the worker's training loop, at most its process's time from trainer ready to the stop request.
+    Python, its smallest run: 2 rounds a phase, one round of one epoch (30 s to 100 s here, as loaded)."""
+    out = tmp_path / "result.json"
+    run = run_suite("--benchmark-only", "--impl", "python", "--device", "cpu", "--rounds", "2", "--warmup-rounds",
+                    "0", "--run-rounds", "1", "--epochs", "1", f"--benchmark-json={out}", *_data_options(pytestconfig),
+                    timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    saved = json.loads(out.read_text())
+    schema.check_result(saved, str(out))
+    infos = {bench["name"]: bench["extra_info"] for bench in saved["benchmarks"]}
+    assert {name.split("[")[0] for name in infos} == {"test_phase", "test_training_run"}, sorted(infos)
+    for name, info in infos.items():
+        assert "gpu" in info and info["gpu"] is None, (name, info.get("gpu", "absent"))
+        assert isinstance(info.get("cpu"), dict) and set(info["cpu"]) == CPU_KEYS, (name, info.get("cpu"))
+        assert info["cpu"]["cpu_s"] > 0 and 0 < info["cpu"]["cores"] <= info["cpu"]["cores_available"], (name, info)
+    run_info = infos["test_training_run[python-cpu]"]
+    cpu, free_running = run_info["cpu"], run_info["free_running"]
+    ready_to_stop = run_info["total_median_s"] - run_info["startup_median_s"] - run_info["stopping_median_s"]
+    assert run_info["loop_median_s"] - 1e-6 <= cpu["wall_s"] <= ready_to_stop + 1e-6, (cpu, run_info)
+    assert free_running is None, "a default run trains no free-running run"
+    assert "training_run: python-cpu CPU " in run.stdout, run.stdout[-3000:]

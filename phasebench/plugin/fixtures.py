@@ -11,6 +11,7 @@ from phasebench import registry
 from phasebench.plugin.session import PhasebenchSession
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload
+from phasebench.utilization import CaseWatch
 from phasebench.worker import build
 from phasebench.worker.client import Worker, WorkerPool
 
@@ -175,8 +176,11 @@ def world_for(request, settings, world_pool):
 @pytest.fixture
 def utilization_of(benchmark, settings):
     """`with utilization_of(worker): benchmark.pedantic(...)`: the worker's GPU and CPU utilization
-    during the rounds, in extra_info["gpu"] and ["cpu"] (phasebench/utilization.py)."""
-    return partial(settings.utilization.watch, benchmark)
+    during the rounds, in extra_info["gpu"] and ["cpu"] (phasebench/utilization.py). Where every round is a fresh
+    worker (the training run), `with utilization_of.rounds(impl, device) as each:` and `with each(worker):` around
+    each round's request: the rounds' windows together; `utilization_of.beside(worker, name, into)` samples a run
+    reported beside the rounds into a dict of its own."""
+    return CaseWatch(settings.utilization, benchmark)
 
 
 @pytest.fixture
