@@ -7,5 +7,6 @@
   gated runs, from studies/count-study (docs/instruction-counts.md);
 - interventions: `python -m studies.interventions OUT_DIR [--pairs N] …`, each suspected cause of the network phases'
   Python/C++ gap switched alone across fresh processes, with an interval on the change of each ratio
-  (docs/method.md#switches-for-the-intervention-study; its docstring says how to run it and what it costs).
+  (docs/method.md#switches-for-the-intervention-study; its docstring says how to run it and what it costs); its
+  interventions.json is written through phasebench/report/study.py, the format the report's account reads.
 """

@@ -44,6 +44,9 @@ on a quiet 2-core machine. The study is interventions × 2 × N runs: the six at
 It needs a quiet machine: nothing else running, since the ratio's spread is what it measures. OUT_DIR keeps each
 run's result (runs/), its output (logs/) and the schedule (schedule.json): run the same command again and it goes on
 from the first run missing; interventions.json and interventions.md are written at the end (and by --summarize alone).
+interventions.json is of the format phasebench/report/study.py names and checks ("phasebench-interventions",
+version 1), which `python -m phasebench.report COUNTED --beside TIMED --interventions OUT_DIR/interventions.json`
+reads for its account of each phase's gap between time and instructions (ACCOUNT: how each effect enters it).
 Imports no torch.
 """
 
@@ -64,6 +67,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from phasebench import provenance, results, schema
+from phasebench.report import study as study_format
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = ("python", "cpp")  # the published pair: the ratio is python's median over cpp's
@@ -83,6 +87,14 @@ INTERVENTIONS = {
     "pins": ("one thread without → with the count mode's pins", ["--threads", "1"], ["--pins", "count"]),
 }
 ORDER_FIRST = {"baseline": "cpp", "switched": "python"}  # the order intervention: which language runs first
+# How each effect enters phasebench.report's account (phasebench/report/study.py, `account`): name -> (weight, within).
+# processes switches nothing (a control: its spread is the timed ratio's own); the order's switch reverses the order
+# rather than removing it, and a randomized order's ratio lies midway (½); the wait policy acts on the idle second
+# thread, which the threads switch removes too, so its effect is held in the threads switch's (shown, never added
+# where the study ran both); the others take their cause away (pins beyond one thread, from the threads switch's
+# switched side).
+ACCOUNT = {"processes": (0.0, None), "order": (0.5, None), "threads": (1.0, None), "wait-policy": (1.0, "threads"),
+           "checks": (1.0, None), "pins": (1.0, None)}
 
 
 # -- the statistics: small and pure ---------------------------------------------------------------------------------
@@ -433,18 +445,24 @@ def run_all(out: Path, args: argparse.Namespace, planned: list[Planned]) -> None
               flush=True)
 
 
+def account_of(names: list[str]) -> dict[str, dict]:
+    """The file's `account` for the interventions run: a `within` names only a switch the study ran."""
+    return {name: {"weight": ACCOUNT[name][0], "within": ACCOUNT[name][1] if ACCOUNT[name][1] in names else None}
+            for name in names}
+
+
 def finish(out: Path, args: argparse.Namespace, seed: int, runs: list[dict]) -> int:
     state = provenance.tree_state(ROOT)
-    study = {"study": "interventions (issue 36)", "commit": commit(), "dirty": state["dirty"],
-             "sources_hash": state["sources_hash"], "machine": machine(),
-             "command": shlex.join([sys.executable, "-m", "studies.interventions", *args.argv]),
-             "seed": seed, "pairs": args.pairs, "phases": list(args.phases), "interventions": args.interventions,
-             "switches": {name: INTERVENTIONS[name][0] for name in args.interventions},
-             "rounds": args.rounds, "warmup_rounds": args.warmup_rounds, "resamples": args.resamples,
-             "statistic": "per pair d = ln(ratio switched / ratio baseline); exp(mean d) - 1 with a 95 % percentile "
-                          "bootstrap interval over the pairs",
-             "runs": runs, "effects": summarize(runs, args.phases, args.resamples)}
-    (out / "interventions.json").write_text(json.dumps(study, indent=1) + "\n", encoding="utf8")
+    study = study_format.study_file(
+        device="cpu", pair=list(PAIR), phases=list(args.phases), confidence=CONFIDENCE,
+        interventions=args.interventions, switches={name: INTERVENTIONS[name][0] for name in args.interventions},
+        account=account_of(args.interventions), effects=summarize(runs, args.phases, args.resamples),
+        commit=commit(), dirty=state["dirty"], sources_hash=state["sources_hash"], machine=machine(),
+        command=shlex.join([sys.executable, "-m", "studies.interventions", *args.argv]), seed=seed, pairs=args.pairs,
+        rounds=args.rounds, warmup_rounds=args.warmup_rounds, resamples=args.resamples,
+        statistic="per pair d = ln(ratio switched / ratio baseline); exp(mean d) - 1 with a 95 % percentile "
+                  "bootstrap interval over the pairs", runs=runs)
+    study_format.write(out / "interventions.json", study)
     text = markdown(study)
     (out / "interventions.md").write_text(text, encoding="utf8")
     print(text, end="")

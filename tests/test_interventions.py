@@ -11,6 +11,7 @@ import random
 import pytest
 
 from phasebench.plugin.cases import run_order
+from phasebench.report import study as report_study
 from phasebench.worker.client import ROOT
 from studies import interventions as study
 
@@ -150,7 +151,23 @@ def test_the_runs_are_read_and_summarized_end_to_end(tmp_path, capsys):
     assert saved["effects"]["processes"]["forward"]["processes_for_3pct"] >= 1
     assert {"commit", "dirty", "machine", "command", "seed", "runs"} <= saved.keys()
     assert saved["machine"]["torch"] and len(saved["runs"]) == 12
+    # The file is of the format the product reads (phasebench/report/study.py), without importing studies/.
+    assert (saved["format"], saved["version"]) == (report_study.FORMAT, report_study.VERSION)
+    read = report_study.read(out / "interventions.json")
+    assert read.pair == study.PAIR and read.device == "cpu" and read.phases == ("forward", "backward")
+    by_name = {effect.intervention: effect for effect in read.effects["forward"]}
+    assert by_name["checks"].change == pytest.approx(0.10) and by_name["checks"].weight == 1
+    assert by_name["processes"].weight == 0 and by_name["processes"].ratio_spread_log is not None
     assert all(run["medians"]["forward"]["median"]["cpp"] > 0 for run in saved["runs"])
     table = (out / "interventions.md").read_text()
     assert "| checks | forward | 3 |" in table and "+10.0 %" in table and "processes per language" in table
     assert table == capsys.readouterr().out
+
+
+def test_every_intervention_says_how_it_enters_the_account():
+    """Each intervention has a weight and, where its effect is held in another switch's, that switch; a `within`
+    names only a switch the study ran."""
+    assert study.ACCOUNT.keys() == study.INTERVENTIONS.keys()
+    assert all(0 <= weight <= 1 and within in (None, *study.INTERVENTIONS) for weight, within in study.ACCOUNT.values())
+    assert study.account_of(["wait-policy", "checks"])["wait-policy"] == {"weight": 1.0, "within": None}
+    assert study.account_of(["threads", "wait-policy"])["wait-policy"] == {"weight": 1.0, "within": "threads"}

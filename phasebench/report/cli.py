@@ -29,7 +29,11 @@ block per table, a blank line between, a device column first):
 A counted result (`--count instructions`, docs/instruction-counts.md) gets instead, per device, the instructions
 per call per phase and implementation with the ratio to its reference, where they go (by object and, inside
 LibTorch, by symbol) with the interpreter's share in a sentence, and a chart of that split; with --beside TIMED,
-each phase's python/cpp in instructions beside python/cpp in time from that timed result.
+each phase's python/cpp in instructions beside python/cpp in time from that timed result; with --interventions
+STUDY as well (the interventions.json of `python -m studies.interventions`), the account: per phase the time ratio,
+the instruction ratio, each intervention's effect on the time ratio with its interval, and the remainder, labelled
+unexplained (phasebench.report.account defines it;
+docs/results.md#the-account-where-the-gap-between-time-and-instructions-goes).
 Tables 1 and 2 are of the published pair on the published workload. Cases the result lacks (cpp
 skipped, cuda skipped) are shown as "not run", with the reason where the result records one. Beside
 each table file it writes two charts: per phase, Python vs C++ medians with their IQR, one panel per
@@ -43,7 +47,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from phasebench.report import counts
+from phasebench.report import account, counts, study
 from phasebench.report.cases import IMPLEMENTATIONS, NOT_RUN, absent_reason, by_case, devices_of, impls_of, workloads_of
 from phasebench.report.charts import chart, scaling_chart
 from phasebench.report.distributed import beyond_table
@@ -62,7 +66,8 @@ from phasebench.report.tables import (
 from phasebench.results import DEFAULT_STORAGE, ROOT, all_cases, find_results, method_of, read_result
 
 
-def render(path: Path, result: dict, style: str, beside: dict | None = None) -> tuple[str, list[str]]:
+def render(path: Path, result: dict, style: str, beside: dict | None = None,
+           interventions: study.Study | None = None) -> tuple[str, list[str]]:
     """The report's text, and for CSV the notes it cannot carry (for stderr)."""
     cases, every, data_parallel = by_case(result), all_cases(result), all_cases(result, distributed=True)
     markdown_parts, csv_parts, notes = [f"## {path.name}", "", describe(path, result), ""], [], []
@@ -72,10 +77,19 @@ def render(path: Path, result: dict, style: str, beside: dict | None = None) -> 
             tables = [counts.counts_table(every, device), counts.split_table(every, device)]
             if beside is not None:
                 tables.append(counts.counts_vs_times(every, all_cases(beside), device))
+                if interventions is not None:
+                    tables += account.account_tables(every, beside, interventions, device)
+                elif tables[-1].rows:
+                    # Without a study nothing of the gap is accounted for: a figure ("unexplained: 100 % of the gap")
+                    # would read as a finding, that a study found no cause, where none was run. A note says what is
+                    # missing instead, and the table stays as it is.
+                    tables[-1].notes.append("time / instructions is the gap the account breaks down; no intervention "
+                                            "study given (--interventions), so none of it is accounted for here")
             markdown_parts += [f"### {device}", ""] + ([sentence, ""] if sentence else [])
             markdown_parts += [markdown(table) for table in tables]
             csv_parts += [csv_block(table, device) for table in tables if table.rows]
-        return ("\n".join(markdown_parts).rstrip() + "\n", []) if style == "markdown" else ("\n".join(csv_parts), [])
+            notes += [f"{device}: {note}" for table in tables for note in table.notes]
+        return ("\n".join(markdown_parts).rstrip() + "\n", []) if style == "markdown" else ("\n".join(csv_parts), notes)
     for device in devices_of(every | data_parallel):
         markdown_parts += [f"### {device}", ""]
         beyond_one = beyond_table(data_parallel, device)
@@ -129,12 +143,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--beside", metavar="TIMED",
                         help="for a counted result: a timed result of the same tree, whose python/cpp time ratios "
                              "are set beside the instruction ratios")
+    parser.add_argument("--interventions", metavar="STUDY", type=Path,
+                        help="with a counted result and --beside TIMED: an intervention study's interventions.json "
+                             "(python -m studies.interventions), for the account of each phase's gap between time "
+                             "and instructions: each intervention's effect and what remains unexplained")
     args = parser.parse_args(argv)
+    if args.interventions and not args.beside:
+        parser.error("--interventions needs --beside TIMED: the account sets the timed result's time ratios beside "
+                     "the counted result's instruction ratios")
     beside = read_result(find_results([args.beside], args.storage)[0]) if args.beside else None
+    interventions = study.read(args.interventions) if args.interventions else None
+    if interventions is not None and counts.is_counted(beside):
+        raise SystemExit(f"phasebench.report: {args.beside}: holds instruction counts; --beside takes a timed result")
 
     for path in find_results(args.results, args.storage):
         result = read_result(path)
-        text, notes = render(path, result, args.format, beside)
+        if interventions is not None and not counts.is_counted(result):
+            raise SystemExit(f"phasebench.report: {path}: holds times; with --interventions, RESULT is a counted "
+                             f"result (--count instructions) and --beside the timed one")
+        text, notes = render(path, result, args.format, beside, interventions)
         sys.stdout.write(text + "\n")
         args.out.mkdir(parents=True, exist_ok=True)
         table_path = args.out / f"{path.stem}.{'md' if args.format == 'markdown' else 'csv'}"
@@ -146,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             for device in sorted({key[2] for key in every}):
                 counts.split_chart(chart_path, every, device, f"Where the instructions go per call on {device} "
                                                               f"(result saved {saved_at})")
+            for note in notes:
+                print(f"phasebench.report: {note}", file=sys.stderr)
             print(f"table: {table_path}\nchart: {chart_path}", file=sys.stderr)
             continue
         chart(chart_path, result, f"phasebench per-phase times, Python vs C++ (result saved {saved_at})")
