@@ -22,7 +22,7 @@ import statistics
 import pytest
 
 from phasebench import registry, schema
-from phasebench.utilization import phase_cpu
+from phasebench.cpu_windows import phase_cpu
 from phasebench.worker.client import PhaseRound, worker_clock
 from phasebench.worker.protocol import EnsembleStart, EnsembleStep, EnsembleStop
 

@@ -6,7 +6,7 @@ languages, so the README can say what leaving it out saves per step (on cuda it 
 import pytest
 
 from phasebench import registry, schema
-from phasebench.utilization import phase_cpu
+from phasebench.cpu_windows import phase_cpu
 from phasebench.worker.client import worker_clock
 
 pytestmark = pytest.mark.benchmark(timer=worker_clock)

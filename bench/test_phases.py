@@ -17,12 +17,12 @@ import types
 import pytest
 
 from phasebench import registry, schema
+from phasebench.cpu_windows import phase_cpu, phase_faults
 from phasebench.plugin import RUN_ORDER
 from phasebench.registry import ONE_SHOT_PHASES
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
 from phasebench.spec import Workload
-from phasebench.utilization import phase_cpu, phase_faults
 from phasebench.worker.client import RoundRecords, WorkerError, worker_clock
 
 # pytest-benchmark reads the in-worker durations through this clock.

@@ -4,8 +4,9 @@ machine_info["phasebench"], the method that made them, and the one way to write 
 A benchmark case writes its record through write(); a key its record does not have is refused there, and again
 when the run is saved (check_saved, from the plugin's pytest_benchmark_update_json) and whenever a saved result is
 read (check_result, info_of, machine_of), naming the file and the benchmark. A leaf: it imports no torch and
-nothing of the suite beyond phasebench.spec, phasebench.method and phasebench.record (the base records: a saved dict's
-typed form, and what every case records; tests/test_layers.py).
+nothing of the suite beyond phasebench.spec, phasebench.method, phasebench.record (the base records: a saved dict's
+typed form, and what every case records) and phasebench.distributed_records (the data-parallel cases' records, which
+it re-exports as it does the base; tests/test_layers.py).
 
 The measurement method that made a result is phasebench/method.py's (METHOD_VERSION, re-exported here)."""
 
@@ -14,10 +15,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from phasebench import spec
+from phasebench.distributed_records import (  # re-exported: the data-parallel cases' records
+    DataParallel,  # noqa: F401
+    DistPhaseInfo,
+    DistRunParts,  # noqa: F401
+    DistTrainingRunInfo,
+    TorchrunInfo,
+)
 from phasebench.method import METHOD_VERSION
 from phasebench.record import Case, Record, SchemaError, Utilization  # noqa: F401  (re-exported: the format's base)
 
-# -- every case's extra_info (beyond Utilization and Case, phasebench/record.py) ----------------------------------
+# -- every case's extra_info (its base: phasebench/record.py; data parallel: phasebench/distributed_records.py) ---
 
 @dataclass
 class WorkerOverheadInfo(Case):
@@ -177,67 +185,6 @@ class EnsembleInfo(Case):
     model_step_median_s: float | None = None
     phase_thread_cpu_cores: float | None = None
     phase_cpu_cores: float | None = None
-
-
-@dataclass
-class DataParallel(Case):
-    """What every data-parallel case records (bench/test_distributed.py, docs/distributed.md)."""
-    language: str | None = None
-    reference: str | None = None
-    world_size: int | None = None
-    sync: str | None = None
-    threads: int | None = None
-    threads_per_rank: int | None = None
-    threads_split: str | None = None
-
-
-@dataclass
-class DistPhaseInfo(DataParallel):
-    """test_dist_phase: one phase on every rank; the round's value is the slowest rank's."""
-    note: str | None = None
-    sync_how: str | None = None
-    backend: str | None = None
-    clock: str | None = None
-    dist_timeout_s: float | None = None
-    rank_median_s: list | None = None
-    rank_cpu_cores: list | None = None
-    slowest_rank_rounds: list | None = None
-
-
-@dataclass
-class DistRunParts(DataParallel):
-    """What both data-parallel training runs record: the slowest rank's Total Time and the scaling."""
-    epochs: int | None = None
-    steps: int | None = None
-    images: int | None = None
-    total_median_s: float | None = None
-    summed_median_s: float | None = None
-    loop_median_s: float | None = None
-    ranks: list | None = None
-    step_p50_s: float | None = None
-    step_p95_s: float | None = None
-    images_per_s: float | None = None
-    single_rank_images_per_s: float | None = None
-    scaling_efficiency: float | None = None
-
-
-@dataclass
-class DistTrainingRunInfo(DistRunParts):
-    """test_dist_training_run: a fresh world trains the same steps each round."""
-    trained: str | None = None
-    total_s: list | None = None
-    scaling_unavailable: str | None = None
-
-
-@dataclass
-class TorchrunInfo(DistRunParts):
-    """test_torchrun: the training run launched by torchrun, two agents."""
-    nodes: int | None = None
-    nproc_per_node: int | None = None
-    network: str | None = None
-    namespaces: object = None
-    rendezvous: object = None
-    command: object = None
 
 
 # -- the run's machine_info["phasebench"] ---------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The worker CPU figure (phasebench/utilization.py) against real processes: one, several, windows of a few ms,
+"""The worker CPU figure (phasebench/cpu_windows.py) against real processes: one, several, windows of a few ms,
 never above the cores they may use, what other processes used meanwhile, and a phase's own CPU figures."""
 
 import contextlib
@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from phasebench import utilization
-from phasebench.utilization import CpuWindow, cpu_times, phase_cpu, process_cpu_ns
+from phasebench import cpu_windows
+from phasebench.cpu_windows import CpuWindow, cpu_times, phase_cpu, process_cpu_ns
 from phasebench.worker.client import PhaseRound
 from tests.utilization_fakes import CPU_KEYS, fake_benchmark, monitor
 
@@ -38,10 +38,10 @@ def test_worker_cpu_time_from_proc(tmp_path):
     finally:
         child.kill()
         child.wait()
-    assert user + system >= 0.3 - utilization.CLOCK_TICK_S and so_far >= 0.3
+    assert user + system >= 0.3 - cpu_windows.CLOCK_TICK_S and so_far >= 0.3
     assert 0.2 < result["cpu_s"] <= so_far + 1e-6  # all but the child's start-up, which may precede the window
     # /proc's ticks split it: user + system is the clock's figure within a tick of each, at either end.
-    assert result["user_s"] + result["system_s"] == pytest.approx(result["cpu_s"], abs=4 * utilization.CLOCK_TICK_S)
+    assert result["user_s"] + result["system_s"] == pytest.approx(result["cpu_s"], abs=4 * cpu_windows.CLOCK_TICK_S)
     assert result["cores"] == pytest.approx(result["cpu_s"] / result["wall_s"], abs=0.001)
     assert result["cores_available"] == len(os.sched_getaffinity(0))
 
@@ -221,7 +221,7 @@ def test_what_other_processes_used_meanwhile_is_recorded():
         window = CpuWindow(watched.pid)
         start = time.perf_counter()
         burn(other, 600_000_000)
-        time.sleep(max(0.0, utilization.MACHINE_OTHER_MIN_WALL_S + 0.1 - (time.perf_counter() - start)))
+        time.sleep(max(0.0, cpu_windows.MACHINE_OTHER_MIN_WALL_S + 0.1 - (time.perf_counter() - start)))
         result = window.stop()
         short = CpuWindow(watched.pid)
         assert short.stop()["machine_other_cores"] is None

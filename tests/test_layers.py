@@ -11,11 +11,13 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "phasebench"
 # What the report and the gate may import of the suite: the leaves and themselves (never a trainer or a worker).
-READERS_MAY_IMPORT = {"phasebench.results", "phasebench.schema", "phasebench.record", "phasebench.method",
-                      "phasebench.spec", "phasebench.registry", "phasebench.data", "phasebench.utilization",
-                      "phasebench.gpu_sampling"}
-# What phasebench.results may import of the suite (phasebench.schema, the format, and its base phasebench.record are).
-LEAVES = {"phasebench.schema", "phasebench.record", "phasebench.method", "phasebench.spec", "phasebench.registry"}
+READERS_MAY_IMPORT = {"phasebench.results", "phasebench.schema", "phasebench.record", "phasebench.distributed_records",
+                      "phasebench.method", "phasebench.spec", "phasebench.registry", "phasebench.data",
+                      "phasebench.utilization", "phasebench.gpu_sampling", "phasebench.cpu_windows"}
+# What phasebench.results may import of the suite (phasebench.schema, the format, its base phasebench.record and its
+# data-parallel records phasebench.distributed_records are).
+LEAVES = {"phasebench.schema", "phasebench.record", "phasebench.distributed_records", "phasebench.method",
+          "phasebench.spec", "phasebench.registry"}
 
 
 def module_name(path: Path) -> str:

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from phasebench import registry, schema
+from phasebench.cpu_windows import THREAD_CPU_MIN_BODY_S
 from phasebench.registry import DEVICES
 from phasebench.results import all_cases
 from phasebench.spec import LABELS, ONE_SHOT_LABELS, PHASE_LABELS, STEP_IN_RUN, Workload, run_total
-from phasebench.utilization import THREAD_CPU_MIN_BODY_S
 
 IMPLEMENTATIONS = registry.DEFAULT_IMPLS  # the published pair, whose tables follow the published shape
 NOT_RUN = "not run"
