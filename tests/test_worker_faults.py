@@ -97,7 +97,7 @@ def test_requests_the_worker_does_not_know_are_error_replies(new_worker):
     try:
         for request, says in ((NoSuchCommand(), "unknown command 'no_such_command' (this worker knows: "),
                               (TrainWithoutEpochs(True), "'train': missing field 'epochs'"),
-                              (PhaseWithRounds("noop", 2), "'phase': unknown field(s) rounds (it takes: name)"),
+                              (PhaseWithRounds("noop", 2), "'phase': unknown field(s) rounds (it takes: name, checks)"),
                               (protocol.Phase(5), "'phase': field 'name' must be str, got int 5"),
                               (protocol.Train(1.5, True), "'train': field 'epochs' must be int, got float 1.5")):
             with pytest.raises(WorkerError) as refused:
