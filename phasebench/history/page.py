@@ -109,7 +109,9 @@ def chart(lines: dict[str, tuple[list[Position], list[float]]], axis: list[Posit
                      f'<text x="{LEFT - 4}" y="{y + 4:.1f}" text-anchor="end">{escape(shown(tick))}</text>')
     for i, position in enumerate(axis):
         if len(axis) <= 12 or i in (0, len(axis) - 1) or i % max(1, len(axis) // 8) == 0:
-            parts.append(f'<text x="{x_of(i, len(axis)):.1f}" y="{height - 8}" text-anchor="middle">'
+            # The first and the last label end at the chart's edges, not half beyond them.
+            anchor = "middle" if len(axis) == 1 or 0 < i < len(axis) - 1 else "start" if i == 0 else "end"
+            parts.append(f'<text x="{x_of(i, len(axis)):.1f}" y="{height - 8}" text-anchor="{anchor}">'
                          f'{escape(position.short)}</text>')
     for name, (positions, values) in lines.items():
         paint = colour(name, lines)
