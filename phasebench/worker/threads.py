@@ -7,9 +7,9 @@ round): each thread's CPU clock (Linux's per-thread CPU clock for its TID, to th
 ticks), its name and its voluntary and involuntary context switches (/proc/self/task/TID/comm and status), and its
 migrations: the scheduler's own count (/proc/self/task/TID/sched se.nr_migrations, which the kernel keeps anyway)
 where the kernel shows it, else a perf software counter (PERF_COUNT_SW_CPU_MIGRATIONS, the same count at the same
-place in the scheduler) opened on each thread, which costs every context switch of a counted thread a little
-(about 0.4 µs here) while the rounds run. No torch, nothing of the suite: both workers and the
-pytest process import it.
+place in the scheduler) opened on each thread, which costs every context switch of a counted thread a little while
+the rounds run. No torch, and of the suite only the leaf phasebench.cpu_windows: both workers and the pytest process
+import it.
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ import platform
 import time
 from pathlib import Path
 
+from phasebench.cpu_windows import CLOCK_TICK_S
+
 TASKS = Path("/proc/self/task")
 PMU_DEVICES = Path("/sys/bus/event_source/devices")
 # The CPU's performance-monitoring unit as perf sees it: "cpu" on x86 (cpu_core/cpu_atom on hybrid Intel parts), an
 # armv8 PMU's own name on Arm.
 CPU_PMUS = ("cpu", "cpu_core", "cpu_atom")
-CLOCK_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
-# A perf counter of migrations costs each context switch of a counted thread about 0.4 µs here, inside the rounds
-# too (a pipe ping-pong between two threads, the main one counted: 6.0–6.3 µs a round trip without the counter,
-# 7.0–7.1 µs with it, three runs on this 2-core VM): why the scheduler's own count is read first.
+# A perf counter of migrations adds to each context switch of a counted thread, inside the rounds too (a pipe
+# ping-pong between two threads, the main one counted, shows it): why the scheduler's own count is read first.
 
 
 # -- threads ------------------------------------------------------------------------------------------------------
