@@ -5,12 +5,11 @@ Small and pure: no run, no file."""
 from __future__ import annotations
 
 import math
-import random
 import statistics
 
+from phasebench.report.paired_stats import CONFIDENCE, RESAMPLES, bootstrap_interval, geometric_mean  # noqa: F401
+
 PAIR = ("python", "cpp")  # the published pair: the ratio is python's median over cpp's
-RESAMPLES = 10_000
-CONFIDENCE = 0.95
 Z95 = 1.959964
 
 
@@ -26,25 +25,6 @@ def log_changes(baseline: list[float], switched: list[float]) -> list[float]:
     if len(baseline) != len(switched):
         raise ValueError(f"{len(baseline)} baseline and {len(switched)} switched ratios: they are paired")
     return [math.log(s / b) for b, s in zip(baseline, switched)]
-
-
-def bootstrap_interval(values: list[float], resamples: int = RESAMPLES, confidence: float = CONFIDENCE,
-                       seed: int = 0) -> tuple[float, float]:
-    """The percentile bootstrap interval of the mean of `values`: the values resampled with replacement `resamples`
-    times (a seeded generator: the same values give the same interval)."""
-    if not values:
-        raise ValueError("no values to bootstrap")
-    rng = random.Random(seed)
-    n = len(values)
-    means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(resamples))
-    tail = (1 - confidence) / 2
-    low = means[max(0, math.floor(tail * resamples))]
-    high = means[min(resamples - 1, math.ceil((1 - tail) * resamples) - 1)]
-    return low, high
-
-
-def geometric_mean(values: list[float]) -> float:
-    return math.exp(statistics.fmean(math.log(v) for v in values))
 
 
 def effect(baseline: list[float], switched: list[float], resamples: int = RESAMPLES, seed: int = 0) -> dict:

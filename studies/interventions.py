@@ -1,4 +1,4 @@
-"""The intervention study of issue 36 (docs/method.md#switches-for-the-intervention-study): how much of each network
+"""The intervention study (docs/method.md#switches-for-the-intervention-study): how much of each network
 phase's Python/C++ time ratio each suspected cause accounts for, measured by switching that cause alone.
 
     python -m studies.interventions OUT_DIR [--pairs N] [--phases forward,backward] [--interventions …]
@@ -35,8 +35,8 @@ to trust; the Markdown says how many pairs each interval stands on.
 
 Processes: at a spread s between fresh processes (the log's standard deviation) in each language, a ratio of two
 languages' means over n processes each has a standard error of s·√(2/n): a ±h interval at 95 % takes
-n = (1.96·√2·s/h)² processes per language (processes_needed): 86 at s = 10 % and h = 3 % (the issue's "order of
-80"). The default run has one process per language and phase.
+n = (1.96·√2·s/h)² processes per language (processes_needed): 86 at s = 10 % and h = 3 %. The
+default run has one process per language and phase.
 
 Cost: each run starts two workers (torch's import, a few seconds each) and times 2 phases × 2 languages for
 --warmup-rounds + --rounds rounds (forward and backward take a few ms a round on 2 cores): expect about 15–30 s a run

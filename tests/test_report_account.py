@@ -1,7 +1,7 @@
 """The account of `python -m phasebench.report COUNTED --beside TIMED --interventions STUDY`
 (phasebench/report/account.py, docs/results.md#the-account-where-the-gap-between-time-and-instructions-goes): its
 figures for a known case, the study's file refused in one line when it is of another kind or version, and the report
-without a study as it was but for one note. The timed and counted inputs are copies of saved results in docs/; the
+without a study as it was but for one note. The timed and counted inputs are copies of saved results in results/; the
 study's file is synthetic, made by the same writer studies/interventions.py uses (phasebench/report/study.py)."""
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from phasebench.report import cli, study
 from phasebench.results import read_result
 
 ROOT = Path(__file__).resolve().parents[1]
-COUNTED = ROOT / "docs" / "instruction-counts" / "spread" / "01.json"  # --count instructions, clean b96ed3c
-TIMED = ROOT / "docs" / "answer" / "default-run-3.json"  # the README's default run
-TIMED_BESIDE_COUNTS = ROOT / "docs" / "instruction-counts" / "times-b96ed3c.json"
-SAVED_REPORT = ROOT / "docs" / "instruction-counts" / "report-01.md"  # 01.json --beside times-b96ed3c.json
+# --count instructions on a clean tree, at the commit of times-b96ed3c.json below
+COUNTED = ROOT / "results" / "instruction-counts" / "spread" / "01.json"
+TIMED = ROOT / "results" / "answer" / "default-run-3.json"  # the README's default run
+TIMED_BESIDE_COUNTS = ROOT / "results" / "instruction-counts" / "times-b96ed3c.json"
+SAVED_REPORT = ROOT / "results" / "instruction-counts" / "report-01.md"  # 01.json --beside times-b96ed3c.json
 Z = 1.959964
 
 
@@ -161,7 +162,7 @@ def test_an_effect_whose_interval_holds_zero_or_a_control_changes_nothing(tmp_pa
 
 def test_without_a_study_the_report_is_as_it_was_but_for_one_note():
     """Without --interventions nothing of the gap is accounted for: the report of a count beside a time is what it
-    was (docs/instruction-counts/report-01.md, that command's saved output), with one note after the table of counts
+    was (results/instruction-counts/report-01.md, that command's saved output), with one note after the table of counts
     beside times saying so, and no figure of an unexplained part."""
     named = COUNTED.relative_to(ROOT)  # as the saved output names it
     text, notes = cli.render(named, read_result(COUNTED), "markdown", read_result(TIMED_BESIDE_COUNTS))
@@ -220,3 +221,20 @@ def test_the_account_needs_a_count_beside_a_time(tmp_path, capsys):
         cli.main([str(TIMED), "--beside", str(TIMED), "--interventions", str(path), "--out", str(tmp_path)])
     with pytest.raises(SystemExit, match="holds instruction counts; --beside takes a timed result"):
         cli.main([str(COUNTED), "--beside", str(COUNTED), "--interventions", str(path), "--out", str(tmp_path)])
+
+
+def test_a_cause_the_timed_run_already_lacks_is_shown_and_not_added(tmp_path, capsys):
+    """A timed run with its round checks off (the switched side of the checks intervention): the checks' effect is
+    no part of its gap, so forward's remainder is the whole gap and its row says why."""
+    arguments = inputs(tmp_path)
+    timed = tmp_path / "timed.json"
+    result = json.loads(timed.read_text(encoding="utf8"))
+    result["machine_info"].setdefault("phasebench", {})["round_checks"] = "off"
+    timed.write_text(json.dumps(result), encoding="utf8")
+    assert cli.main([*arguments, "--format", "csv"]) == 0
+    tables = csv_tables(capsys.readouterr().out)
+    forward = next(row for row in tables["time"] if row["Phase"] == "forward")
+    assert float(forward["unexplained (%)"]) == pytest.approx(100 * (1.20 / 1.01 - 1))
+    assert float(forward["accounted for (%)"]) == pytest.approx(0.0, abs=1e-9)
+    each = {(row["Phase"], row["intervention"]): row for row in tables["intervention"]}
+    assert each["forward", "checks"]["in the account"] == "the timed run has it switched already: shown, not added"

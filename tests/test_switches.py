@@ -25,7 +25,7 @@ from phasebench.worker import counting, protocol, server
 from phasebench.worker.client import ROOT, Conditions
 from tests.child_runs import _data_options, run_suite
 
-ANSWER = ROOT / "docs" / "answer" / "default-run-3.json"
+ANSWER = ROOT / "results" / "answer" / "default-run-3.json"
 
 
 def options(**given):
@@ -36,20 +36,27 @@ def options(**given):
 
 # -- accepted, refused ----------------------------------------------------------------------------------------------
 
-def test_without_the_switches_a_run_is_as_it_was():
-    parsed = switches.parse(options())
-    assert parsed == switches.Switches() and parsed.checks and not parsed.pinned
-    assert switches.conditions(parsed) is None
-    assert switches.header(parsed) is None
+def test_without_the_switches_a_timed_run_leaves_the_checks_out_and_a_checking_run_keeps_them():
+    timed = switches.parse(options())
+    assert timed == switches.Switches(round_checks="off") and not timed.checks and not timed.pinned
+    assert switches.conditions(timed) is None
+    assert switches.header(timed) is None  # the mode's default is no switch
+    for checking in (switches.parse(options(), disabled=True), switches.parse(options(), count="instructions")):
+        assert checking == switches.Switches() and checking.checks
+    assert switches.header(switches.parse(options(), disabled=True), disabled=True) is None
+    # Asked for in a timed run, the checks are a switch, and the header says so.
+    asked = switches.parse(options(round_checks="on"))
+    assert asked.checks and "round checks on" in switches.header(asked)
 
 
 @pytest.mark.parametrize("given, expected", [
     ({"round_checks": "off"}, switches.Switches(round_checks="off")),
     ({"round_checks": "on"}, switches.Switches()),
-    ({"omp_wait_policy": "passive"}, switches.Switches(omp_wait_policy="passive")),
-    ({"omp_wait_policy": "default"}, switches.Switches(omp_wait_policy="default")),
-    ({"pins": "count"}, switches.Switches(pins="count")),
-    ({"pins": "none"}, switches.Switches()),
+    ({}, switches.Switches(round_checks="off")),
+    ({"omp_wait_policy": "passive"}, switches.Switches(round_checks="off", omp_wait_policy="passive")),
+    ({"omp_wait_policy": "default"}, switches.Switches(round_checks="off", omp_wait_policy="default")),
+    ({"pins": "count"}, switches.Switches(round_checks="off", pins="count")),
+    ({"pins": "none"}, switches.Switches(round_checks="off")),
 ])
 def test_each_switch_is_accepted(given, expected):
     assert switches.parse(options(**given)) == expected
@@ -61,6 +68,7 @@ def test_each_switch_is_accepted(given, expected):
      "--omp-wait-policy 'PASSIVE': valid values are passive, active, default"),
     ({"pins": "all"}, 0, None, False, "--pins 'all': valid values are none, count"),
     ({"round_checks": "off"}, 0, None, True, "--round-checks off is for timed runs: under --benchmark-disable"),
+    ({"round_checks": "off"}, 0, "instructions", False, "--round-checks off is for timed runs: the count mode's"),
     ({"pins": "count"}, 0, "instructions", False, "--pins count times under the count mode's conditions"),
     ({"pins": "count"}, 2, None, False, "--pins count times on the count mode's one intra-op thread: leave out "
                                         "--threads 2 or give 1"),
@@ -70,7 +78,7 @@ def test_a_malformed_or_meaningless_switch_is_refused_in_one_line(given, threads
         switches.parse(options(**given), threads, count, disabled)
     assert str(raised.value).startswith(error) and "\n" not in str(raised.value)
     if given.get("pins") == "count" and threads == 2:
-        assert switches.parse(options(**given), 1) == switches.Switches(pins="count")
+        assert switches.parse(options(**given), 1) == switches.Switches(round_checks="off", pins="count")
 
 
 # -- recorded -------------------------------------------------------------------------------------------------------
@@ -259,16 +267,17 @@ def test_a_run_without_the_switches_keeps_its_history_key_and_one_with_them_gets
 
 # -- one real child run ---------------------------------------------------------------------------------------------
 
-def test_a_run_with_the_checks_off_says_so_in_what_it_saves(pytestconfig, tmp_path):
-    """loss in Python and in C++, 2 rounds after none: each case passes with nothing checked, and the saved result
-    says the checks were off in the run and in each language's worker, and the wait policy its workers ran with."""
+def test_a_timed_run_leaves_the_checks_out_and_says_so_in_what_it_saves(pytestconfig, tmp_path):
+    """loss in Python and in C++, 2 rounds after none, without --round-checks: each case passes with nothing checked
+    (a timed run's default), the header names only the switch given, and the saved result says the checks were off
+    in the run and in each language's worker, and the wait policy its workers ran with."""
     out = tmp_path / "result.json"
     run = run_suite("bench/test_phases.py", "--benchmark-only", "-k", "loss", "--impl", "python,cpp",
-                    "--device", "cpu", "--rounds", "2", "--warmup-rounds", "0", "--round-checks", "off",
+                    "--device", "cpu", "--rounds", "2", "--warmup-rounds", "0",
                     "--omp-wait-policy", "passive", "--no-utilization", f"--benchmark-json={out}",
                     *_data_options(pytestconfig))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert "phasebench: switches: round checks off" in run.stdout
+    assert "phasebench: switches: OMP_WAIT_POLICY passive in the workers\n" in run.stdout
     saved = json.loads(out.read_text())
     machine = schema.machine_of(saved)
     assert (machine.round_checks, machine.omp_wait_policy, machine.pins) == ("off", "passive", None)

@@ -5,10 +5,11 @@ compared unknowingly (phasebench/results.py's mismatch refuses them; a time seri
 at its default, phasebench/history/points.py).
 
 - --round-checks on|off: whether each test_phase round computes, in its worker, what proves its work (the product,
-  what it is checked against, the leftovers' weak references) and pytest checks it. On by default: the study has not
-  decided yet whether they change a ratio. Off leaves them out of both languages' rounds (the C++ worker turns its
-  session's checks off through pb_set_round_checks, C ABI 8) and nothing is checked; each case records what its
-  worker did (extra_info round_checks).
+  what it is checked against, the leftovers' weak references) and pytest checks it. The test command
+  (--benchmark-disable) and the count mode always check; a timed run does not unless asked (on), since the checks
+  run between the clocks and change the Python/C++ ratio they sit between (docs/method.md#the-per-round-checks).
+  Off leaves them out of both languages' rounds (the C++ worker turns its session's checks off through
+  pb_set_round_checks) and nothing is checked; each case records what its worker did (extra_info round_checks).
 - --omp-wait-policy passive|active|default: OMP_WAIT_POLICY in the workers' environment (default: none there,
   OpenMP's own policy); not given, the workers inherit the pytest process's (the test command sets PASSIVE).
 - --pins none|count: count times under the instruction-count mode's conditions (PINS_APPLIED; NOT_APPLIED says
@@ -43,23 +44,25 @@ NOT_APPLIED = ("Valgrind's own machine: its synthetic CPU (glibc's ifunc choices
 def pytest_addoption(parser):
     group = parser.getgroup("phasebench")
     group.addoption("--round-checks", default=None, metavar="on|off",
-                    help="whether each test_phase round computes and checks what proves its work (default: on; off "
-                         "leaves that work out of both languages' rounds, the equivalence tests keep it: "
-                         "docs/method.md#switches-for-the-intervention-study)")
+                    help="whether each test_phase round computes and checks what proves its work, between its clocks "
+                         "(default: off in a timed run, on under --benchmark-disable and --count, where off is "
+                         "refused; docs/method.md#the-per-round-checks)")
     group.addoption("--omp-wait-policy", default=None, metavar="passive|active|default",
-                    help="OMP_WAIT_POLICY in both languages' workers; default: none there, OpenMP's own (not given: "
-                         "the workers inherit this process's environment)")
+                    help="OMP_WAIT_POLICY in both languages' workers: passive, active, or default for none set there "
+                         "(OpenMP's own policy) (default: not given: the workers inherit the pytest process's "
+                         "environment)")
     group.addoption("--pins", default=None, metavar="none|count",
                     help="count: time under the instruction-count mode's conditions (its environment pins, one "
                          "intra-op thread, ASLR off, GC frozen, the type cache emptied before each body; "
-                         "docs/method.md#switches-for-the-intervention-study) (default: none)")
+                         "docs/method.md#switches-for-the-intervention-study) (default: none: the timed workers run as "
+                         "the machine has them)")
 
 
 @dataclass(frozen=True)
 class Switches:
     """What the switches resolved to; the defaults are a run without them."""
 
-    round_checks: str = "on"
+    round_checks: str = "on"  # parse() gives a timed run "off"
     omp_wait_policy: str | None = None  # None: not given, the workers inherit the environment's
     pins: str = "none"
 
@@ -80,16 +83,24 @@ def _choice(value: str | None, option: str, valid: tuple[str, ...]) -> str | Non
     return value
 
 
+def default_checks(count: str | None = None, disabled: bool = False) -> str:
+    """A run's round checks when --round-checks is not given: on where a run checks (the test command, the count
+    mode), off where it times."""
+    return "on" if disabled or count else "off"
+
+
 def parse(option, threads: int = 0, count: str | None = None, disabled: bool = False) -> Switches:
     """The switches from config.getoption (`option`); ValueError in one line for a malformed value or a combination
     that cannot mean what it says: `threads` (--threads as given, 0 for none), `count` (--count), `disabled`
     (--benchmark-disable, the test command)."""
-    checks = _choice(option("round_checks"), "--round-checks", ROUND_CHECKS) or "on"
+    checks = _choice(option("round_checks"), "--round-checks", ROUND_CHECKS) or default_checks(count, disabled)
     policy = _choice(option("omp_wait_policy"), "--omp-wait-policy", OMP_WAIT_POLICIES)
     pins = _choice(option("pins"), "--pins", PINS) or "none"
     if checks == "off" and disabled:
         raise ValueError("--round-checks off is for timed runs: under --benchmark-disable (the test command) every "
                          "case runs to check its rounds")
+    if checks == "off" and count:
+        raise ValueError("--round-checks off is for timed runs: the count mode's rounds keep their checks")
     if pins == "count" and count:
         raise ValueError("--pins count times under the count mode's conditions: --count instructions has them "
                          "already")
@@ -132,11 +143,13 @@ def machine_info(switches: Switches, aslr_prefix: list[str] | tuple = (), capabi
     return {"round_checks": switches.round_checks, "omp_wait_policy": wait_policy(switches, environ), "pins": pins}
 
 
-def header(switches: Switches, environ=None) -> str | None:
-    """The header's line for the switches a run changed, or None for a run that changed none."""
+def header(switches: Switches, environ=None, count: str | None = None, disabled: bool = False) -> str | None:
+    """The header's line for the switches a run changed from its mode's defaults (default_checks), or None for a
+    run that changed none."""
     parts = []
-    if not switches.checks:
-        parts.append("round checks off (no round's work is proven)")
+    if switches.round_checks != default_checks(count, disabled):
+        parts.append("round checks on (each round's work is proven between its clocks)" if switches.checks
+                     else "round checks off (no round's work is proven)")
     if switches.omp_wait_policy is not None:
         parts.append(f"OMP_WAIT_POLICY {wait_policy(switches, environ)} in the workers")
     if switches.pinned:

@@ -1,5 +1,5 @@
 """What the run prints of its own: the header's lines (the timing actually used), the utilization summary, and the
-answer at a glance after pytest-benchmark's tables (docs/options.md#options)."""
+answer at a glance after pytest-benchmark's tables (docs/getting-started.md#what-a-run-prints)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def pytest_report_header(config):
         timing,
         f"phasebench: implementations {', '.join(settings.impls)}; workloads "
         f"{'; '.join(workload.label for workload in settings.workloads)}",
-    ] + [line for line in (switches.header(settings.switches),) if line] + ([f"phasebench: TESTING RUN: {settings.worker_module} and the {settings.library_variant} library, knobs "
+    ] + [line for line in (switches.header(settings.switches, None, settings.count, bool(config.getoption("benchmark_disable", False))),) if line] + ([f"phasebench: TESTING RUN: {settings.worker_module} and the {settings.library_variant} library, knobs "
           f"{settings.testing}: these figures are not a measurement"] if settings.testing is not None else [])
     results = [f"{line.split(' (defaults:')[0]} (its timer, rounds, warm-up and calibration are not used: see "
                f"phasebench: timing)" if isinstance(line, str) and line.startswith("benchmark: ") and "(defaults:" in line
@@ -57,9 +57,9 @@ def pytest_terminal_summary(terminalreporter, config):
 
 
 def _write_answer(terminalreporter, config) -> None:
-    """The answer at a glance after pytest-benchmark's tables (docs/options.md#options): per device, each
-    implementation's median and its ratio to its reference with the direction in words; the training run's
-    published rows; and what makes the figures less than they look (synthetic data)."""
+    """The answer at a glance after pytest-benchmark's tables (docs/getting-started.md#what-a-run-prints): per
+    device, each implementation's median and its ratio to its reference with the direction in words; the training
+    run's published rows; and what makes the figures less than they look (synthetic data)."""
     from phasebench import report
 
     session = config.pluginmanager.getplugin("pytest-benchmark")

@@ -37,6 +37,7 @@ from statistics import NormalDist
 
 from phasebench import schema
 from phasebench.report.cases import PHASES
+from phasebench.report.closing import closing_table
 from phasebench.report.counts import median_count
 from phasebench.report.study import Effect, Study
 from phasebench.report.tables import Table
@@ -45,8 +46,25 @@ from phasebench.results import all_cases, switched, switched_text
 MIN_PAIRS = 10  # below it a percentile bootstrap interval runs too narrow to trust (studies/interventions.py)
 
 
-def status(effect: Effect) -> str:
+# Whether a timed run already stands where a switch's switched side puts it: its cause is absent from that run, and
+# the switch's effect is no part of its gap (the study's names for the switches, studies/interventions.py).
+ALREADY_SWITCHED = {
+    "checks": lambda machine: machine.round_checks == "off",
+    "threads": lambda machine: machine.threads == 1,
+    "wait-policy": lambda machine: machine.omp_wait_policy == "passive",
+    "pins": lambda machine: bool(machine.pins),
+}
+
+
+def absent_causes(machine: schema.MachineInfo) -> frozenset[str]:
+    """The study's switches whose switched side the timed run already has."""
+    return frozenset(name for name, test in ALREADY_SWITCHED.items() if test(machine))
+
+
+def status(effect: Effect, absent: frozenset[str] = frozenset()) -> str:
     """Whether an effect enters the account, and if not why, in a few words."""
+    if effect.intervention in absent:
+        return "the timed run has it switched already: shown, not added"
     if effect.weight == 0:
         return "a control: switches no cause"
     if effect.within:
@@ -60,8 +78,8 @@ def status(effect: Effect) -> str:
     return "counted" if effect.weight == 1 else f"counted, weight {effect.weight:g}"
 
 
-def counted(effect: Effect) -> bool:
-    return status(effect).startswith("counted")
+def counted(effect: Effect, absent: frozenset[str] = frozenset()) -> bool:
+    return status(effect, absent).startswith("counted")
 
 
 def part(effect: Effect) -> float:
@@ -82,6 +100,7 @@ class Account:
     remainder: float  # R, log scale
     half: float | None  # the remainder's interval's half width, log scale; None where none can be formed
     spread_log: float | None  # s_T, where the study has a control
+    absent: frozenset[str] = frozenset()  # switches the timed run already has switched (absent_causes)
 
     @property
     def gap(self) -> float:
@@ -102,17 +121,18 @@ class Account:
 
 
 def account_of(phase: str, time_ratio: float, instruction_ratio: float, effects: list[Effect],
-               confidence: float = 0.95, processes: int = 1) -> Account:
-    """The account of one phase (the module's docstring defines each figure)."""
+               confidence: float = 0.95, processes: int = 1, absent: frozenset[str] = frozenset()) -> Account:
+    """The account of one phase (the module's docstring defines each figure); `absent`: the switches whose switched
+    side the timed run already has (absent_causes), whose effects are shown and not added."""
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    kept = [effect for effect in effects if counted(effect)]
+    kept = [effect for effect in effects if counted(effect, absent)]
     remainder = math.log(time_ratio / instruction_ratio) - sum(part(effect) for effect in kept)
     spreads = [effect.ratio_spread_log for effect in effects
                if effect.weight == 0 and effect.ratio_spread_log and effect.pairs >= MIN_PAIRS]
     spread = spreads[0] / math.sqrt(max(processes, 1)) if spreads else None
     terms = [(effect.weight * half_width(effect)) ** 2 for effect in kept] + ([(z * spread) ** 2] if spread else [])
     return Account(phase, time_ratio, instruction_ratio, effects, remainder, math.sqrt(sum(terms)) if terms else None,
-                   spread)
+                   spread, absent)
 
 
 def time_ratio(cases: dict, phase: str, device: str, pair: tuple[str, str]) -> float | None:
@@ -127,14 +147,15 @@ def instruction_ratio(cases: dict, phase: str, device: str, pair: tuple[str, str
 
 def accounts(counted_cases: dict, timed: dict, study: Study, device: str) -> list[Account]:
     """The account of every phase the three inputs all hold, in the suite's phase order."""
-    timed_cases, processes = all_cases(timed), schema.machine_of(timed).processes or 1
+    timed_cases, machine = all_cases(timed), schema.machine_of(timed)
+    processes, absent = machine.processes or 1, absent_causes(machine)
     found = []
     for phase in PHASES:
         effects = study.effects.get(phase.name)
         ratios = (time_ratio(timed_cases, phase.name, device, study.pair),
                   instruction_ratio(counted_cases, phase.name, device, study.pair))
         if device == study.device and effects and None not in ratios:
-            found.append(account_of(phase.name, *ratios, effects, study.confidence, processes))
+            found.append(account_of(phase.name, *ratios, effects, study.confidence, processes, absent))
     return found
 
 
@@ -143,7 +164,8 @@ def _pct(value: float | None) -> float | None:
 
 
 def account_tables(counted_cases: dict, timed: dict, study: Study, device: str) -> list[Table]:
-    """The account per phase, then each intervention's effect; empty where the study did not time on `device`."""
+    """The account per phase, each intervention's effect, and what each setting does to each language (what closes
+    the gap); empty where the study did not time on `device`."""
     if device != study.device:
         return []
     level = f"{study.confidence * 100:g} %"
@@ -167,9 +189,10 @@ def account_tables(counted_cases: dict, timed: dict, study: Study, device: str) 
         for effect in account.effects:
             each.rows.append([account.phase, effect.intervention, effect.switch, effect.pairs, _pct(effect.change),
                               _pct(effect.low), _pct(effect.high),
-                              _pct(math.expm1(part(effect))) if counted(effect) else None, status(effect)])
+                              _pct(math.expm1(part(effect))) if counted(effect, account.absent) else None,
+                              status(effect, account.absent)])
     summary.notes = _notes(found, study, timed, device)
-    return [summary, each]
+    return [summary, each, closing_table(study)]
 
 
 def _notes(found: list[Account], study: Study, timed: dict, device: str) -> list[str]:

@@ -81,6 +81,8 @@ class Study:
     dirty: bool | None = None
     machine: dict | None = None
     command: str | None = None
+    runs: tuple = ()  # each run's record (its plan and per-phase, per-language medians), where the file holds them
+    account: dict | None = None  # {intervention: {"weight": w, "within": other or None}}
 
 
 def _number(value) -> bool:
@@ -166,7 +168,7 @@ def parse(data: dict, path: Path | None = None) -> Study:
                 ratio_spread_log=found.get("ratio_spread_log")))
     return Study(path, data["device"], tuple(data["pair"]), tuple(data["phases"]), float(data["confidence"]),
                  tuple(data["interventions"]), effects, data.get("commit"), data.get("dirty"), data.get("machine"),
-                 data.get("command"))
+                 data.get("command"), tuple(data.get("runs") or ()), data["account"])
 
 
 def read(path: Path, prog: str = "phasebench.report") -> Study:

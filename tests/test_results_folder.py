@@ -1,0 +1,151 @@
+"""results/ holds the saved files that a published figure rests on, and nothing else: each file there is cited by the
+README, a page under docs/ or the index (results/README.md, one table row a file), each row of the index and each
+results/ path a page cites names a file that exists, and the folder stays small. docs/ holds pages and their
+pictures only. results/history/ is the measured history, with its own index (results/history/README.md): its
+generated files are its README's to cite, not these pages'."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+INDEX = "results/README.md"
+HISTORY = "results/history/"
+RESULTS_LIMIT = 5_000_000  # bytes, the files' own sizes
+DOCS_LIMIT = 2_000_000
+PICTURES = {".png", ".svg", ".jpg", ".jpeg", ".gif", ".webp"}
+
+# An index row: its first cell, a path relative to results/ in backquotes.
+ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|", re.M)
+# A path from the repository's root in a page's text (prose or code), or a Markdown link's target.
+BARE = re.compile(r"(?<![\w/.-])((?:\.\./)*results/[\w./-]*[\w-])")
+LINK = re.compile(r"\]\(\s*([^)\s#]+)")
+
+
+def files_under(folder: Path) -> list[Path]:
+    return sorted(path for path in folder.rglob("*") if path.is_file() and not path.name.startswith("."))
+
+
+def pages(root: Path) -> list[Path]:
+    """The README and every page under docs/, nested pages included."""
+    found = [root / "README.md"] if (root / "README.md").is_file() else []
+    return found + (sorted((root / "docs").rglob("*.md")) if (root / "docs").is_dir() else [])
+
+
+def index_rows(root: Path) -> list[str]:
+    """The files the index names, as paths from the repository's root."""
+    index = root / INDEX
+    if not index.is_file():
+        return []
+    return ["results/" + cell.strip().lstrip("./") for cell in ROW.findall(index.read_text(encoding="utf8"))]
+
+
+def page_citations(root: Path) -> dict[str, str]:
+    """{path from the root: 'page'} for every results/ path a page names or links to."""
+    cited = {}
+    for page in pages(root):
+        text = page.read_text(encoding="utf8")
+        name = page.relative_to(root).as_posix()
+        for bare in BARE.findall(text):
+            for base in (root, page.parent):
+                path = Path(os.path.normpath(base / bare))
+                if path.is_relative_to(root / "results"):
+                    cited.setdefault(path.relative_to(root).as_posix(), name)
+                    break
+        for target in LINK.findall(text):
+            if re.match(r"^[a-z][a-z+.-]*:", target):
+                continue  # a URL
+            path = Path(os.path.normpath(page.parent / target))
+            if path.is_relative_to(root / "results"):
+                cited.setdefault(path.relative_to(root).as_posix(), name)
+    return cited
+
+
+def uncited(root: Path) -> list[str]:
+    """The files under results/ that neither a page nor the index cites (the index itself and the history's
+    generated files aside)."""
+    cited = set(page_citations(root)) | set(index_rows(root))
+    found = []
+    for path in files_under(root / "results"):
+        name = path.relative_to(root).as_posix()
+        if name == INDEX or (name.startswith(HISTORY) and name != HISTORY + "README.md"):
+            continue
+        if name not in cited:
+            found.append(name)
+    return found
+
+
+def missing(root: Path) -> list[str]:
+    """Each index row and each results/ path cited by a page that names no file or folder, as 'where: path'."""
+    found = [f"{INDEX}: {row}" for row in index_rows(root) if not (root / row).is_file()]
+    for path, page in sorted(page_citations(root).items()):
+        if any(ch in path for ch in "*{}") or path.endswith("…"):
+            continue  # a pattern, not a path
+        if not (root / path).exists():
+            found.append(f"{page}: {path}")
+    return found
+
+
+def size(folder: Path) -> int:
+    return sum(path.stat().st_size for path in files_under(folder))
+
+
+def docs_problems(root: Path) -> list[str]:
+    """docs/ holds pages (.md) and their pictures, and stays under DOCS_LIMIT."""
+    docs = root / "docs"
+    found = [f"{path.relative_to(root).as_posix()}: neither a page nor a picture" for path in files_under(docs)
+             if path.suffix.lower() not in PICTURES | {".md"}]
+    if size(docs) >= DOCS_LIMIT:
+        found.append(f"docs/: {size(docs)} bytes, not under {DOCS_LIMIT}")
+    return found
+
+
+def test_every_file_under_results_is_cited():
+    assert uncited(ROOT) == []
+
+
+def test_every_cited_result_and_index_row_exists():
+    assert missing(ROOT) == []
+
+
+def test_results_stays_under_its_limit():
+    assert size(ROOT / "results") < RESULTS_LIMIT
+
+
+def test_docs_holds_pages_and_pictures_only():
+    assert docs_problems(ROOT) == []
+
+
+def test_the_index_names_each_file_once():
+    rows = index_rows(ROOT)
+    assert rows and len(rows) == len(set(rows))
+
+
+def test_an_uncited_file_a_missing_row_and_data_in_docs_are_found(tmp_path):
+    def write(name: str, text: str = "x") -> None:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf8")
+
+    write("README.md", "The answer: `results/a/run.json`.\n")
+    write("docs/results.md", "![chart](../results/a/chart.png) and [the log](../results/a/run.log#L2)\n")
+    write("results/a/run.json", "{}")
+    write("results/a/chart.png")
+    write("results/a/run.log")
+    write("results/a/study.tar.xz")
+    write("results/history/series.json", "{}")  # the history's own, cited by its README
+    write("results/history/README.md", "# history\n")
+    write(INDEX, "| file | what |\n|---|---|\n| `a/study.tar.xz` | raw runs |\n| `history/README.md` | the history |\n")
+    assert uncited(tmp_path) == [] and missing(tmp_path) == [] and docs_problems(tmp_path) == []
+
+    write("results/a/forgotten.json", "{}")
+    write(INDEX, (tmp_path / INDEX).read_text() + "| `a/gone.json` | deleted |\n")
+    write("docs/page.md", "Saved as `results/a/renamed.json`.\n")
+    write("docs/data/run.json", "{}")
+    assert uncited(tmp_path) == ["results/a/forgotten.json"]
+    assert missing(tmp_path) == [f"{INDEX}: results/a/gone.json", "docs/page.md: results/a/renamed.json"]
+    assert docs_problems(tmp_path) == ["docs/data/run.json: neither a page nor a picture"]
+
+    write("docs/big.png", "x" * DOCS_LIMIT)
+    assert docs_problems(tmp_path)[-1] == f"docs/: {size(tmp_path / 'docs')} bytes, not under {DOCS_LIMIT}"
