@@ -190,9 +190,9 @@ def test_dist_training_run(benchmark, world_for, world_pool, utilization_of, set
 
 def test_torchrun(benchmark, settings, request, utilization_of, single_rank_rates, tmp_path, impl, device, world_size,
                   workload):
-    """The training run launched by torchrun (docs/distributed.md, "Several machines"): two agents (--nnodes 2, c10d
-    rendezvous, a shared --rdzv-id, --max-restarts 0) of world_size / 2 ranks each, in two network namespaces where the
-    machine allows (extra_info["network"] says which). Each round: fresh agents, the same steps as
+    """The training run launched by torchrun (docs/distributed.md#several-machines-torchrun): two agents (--nnodes 2,
+    c10d rendezvous, a shared --rdzv-id, --max-restarts 0) of world_size / 2 ranks each, in two network namespaces where
+    the machine allows (extra_info["network"] says which). Each round: fresh agents, the same steps as
     test_dist_training_run; its value is the slowest rank's Total Time."""
     from phasebench.worker import torchrun
 

@@ -59,7 +59,8 @@ def heartbeat(say, label: str, log_path: str | None, interval: float = HEARTBEAT
     """While a round trains, every `interval` seconds a line on the terminal: the time so far and the
     worker's last logged position. Read from the log the program writes anyway, from this process: the worker
     does nothing more for it. Its log is block-buffered (as the published programs' would be into a file),
-    so the position lags by up to one buffer of lines (about 1,950 steps in Python, docs/options.md#options)."""
+    so the position lags by up to one buffer of lines (about 1,950 steps in Python,
+    docs/getting-started.md#what-a-run-prints)."""
     done = threading.Event()
     started = time.monotonic()
 

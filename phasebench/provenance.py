@@ -105,7 +105,7 @@ def tree_state(root: Path = ROOT) -> dict:
 def commit_info(commit_env: str, dirty_env: str, root: Path = ROOT) -> dict:
     """What the plugin adds to pytest-benchmark's commit_info: tree_state()'s dirty, porcelain and sources_hash. A
     copy without git history names its commit and whether that tree was clean in `commit_env` and `dirty_env`
-    (docs/results.md#what-every-saved-result-carries), and the result says so in commit_source."""
+    (docs/reference/saved-results.md#commit_info), and the result says so in commit_source."""
     state = tree_state(root)
     commit = os.environ.get(commit_env)
     if commit:

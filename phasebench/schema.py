@@ -8,7 +8,9 @@ nothing of the suite beyond phasebench.spec, phasebench.method, phasebench.recor
 typed form, and what every case records) and phasebench.distributed_records (the data-parallel cases' records, which
 it re-exports as it does the base; tests/test_layers.py).
 
-The measurement method that made a result is phasebench/method.py's (METHOD_VERSION, re-exported here)."""
+The measurement method that made a result is phasebench/method.py's (METHOD_VERSION, re-exported here). What each
+key means, and its unit: phasebench/reference/fields.py, published as docs/reference/saved-results.md (a key added
+here without its meaning there fails tests/test_reference_pages.py)."""
 
 from __future__ import annotations
 

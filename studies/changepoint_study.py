@@ -21,19 +21,21 @@ phasebench.history.changes.between_run_spread, as the product's is):
 A detection is a change found within TOLERANCE points of the planted one; every other change found is a false
 alarm. The spread buckets split the cases by their measured between-run spread.
 
-    python -m studies.changepoint_study docs/history  # writes noise.json, detections.csv, table.md
+    python -m studies.changepoint_study results/changepoints  # writes noise.json, detections.csv, table.md
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import fnmatch
 import glob
 import json
 import math
 import random
 import statistics
 import sys
+import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -45,12 +47,12 @@ from phasebench.history import changes
 ROOT = Path(__file__).resolve().parents[1]
 # Saved runs repeated without a change in between: one commit, one method, one machine, the same options.
 GROUPS = {
-    "answer (default run, method 3)": "docs/answer/*.json",
-    "gate rounds r20 (method 2)": "docs/gate/rounds-and-threads/rounds/r20-*.json",
-    "gate threads t2 (method 2)": "docs/gate/rounds-and-threads/threads/t2-*.json",
-    "hygiene-after (method 2)": "docs/method2/hygiene-after-*.json",
-    "distributed paired (method 3)": "docs/distributed/paired/run*.json",
-    "republish default run (method 3)": "docs/republish/default-run*.json",
+    "answer (default run, method 3)": "results/answer/*.json",
+    "gate rounds r20 (method 2)": "results/gate/rounds-and-threads/rounds/r20-*.json",
+    "gate threads t2 (method 2)": "results/gate/rounds-and-threads/threads/t2-*.json",
+    "hygiene-after (method 2)": "results/method2/hygiene-after-*.json",
+    "distributed paired (method 3)": "results/distributed/paired/run*.json",
+    "republish default run (method 3)": "results/republish/default-run*.json",
 }
 SHAPE_RUNS = 3  # a group of fewer runs gives its cases' spreads but no residuals to the shape
 STEPS_PCT = (0, 5, 10, 20, 50)  # 0: the null series, where every change found is a false alarm
@@ -60,11 +62,25 @@ TOLERANCE = 1
 BUCKETS = ((0.0, 0.02, "under 2 %"), (0.02, 0.10, "2 to 10 %"), (0.10, math.inf, "over 10 %"))
 
 
+def saved_runs(root: Path, pattern: str) -> list[dict]:
+    """The saved runs a GROUPS pattern names: files, and the members of the .tar.xz archives under its folder (each
+    archive holds paths relative to the folder it sits in), a path found twice read once."""
+    found = {Path(path).relative_to(root).as_posix(): Path(path).read_bytes()
+             for path in sorted(glob.glob(str(root / pattern)))}
+    for archive in sorted((root / Path(pattern).parts[0] / Path(pattern).parts[1]).rglob("*.tar.xz")):
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                name = (archive.parent / member.name).relative_to(root).as_posix()
+                if member.isfile() and fnmatch.fnmatch(name, pattern) and name not in found:
+                    found[name] = tar.extractfile(member).read()
+    return [json.loads(found[name]) for name in sorted(found)]
+
+
 def measured_noise(root: Path = ROOT) -> dict:
     """{"cases": {group/case: spread}, "shape": [standardized residuals]} from the GROUPS' saved runs."""
     cases, shape = {}, []
     for group, pattern in GROUPS.items():
-        runs = [json.loads(Path(path).read_text(encoding="utf8")) for path in sorted(glob.glob(str(root / pattern)))]
+        runs = saved_runs(root, pattern)
         runs = [run for run in runs if schema.machine_of(run).testing is None]
         medians: dict[tuple, list[float]] = {}
         for run in runs:

@@ -19,8 +19,8 @@ from phasebench import results
 from phasebench.gate.counts import counted_cases, spread_percent
 from phasebench.gate.verdict import Verdict, short
 
-# The words of gate.json files that the committed studies (docs/instruction-counts/study-*/) hold, where the gate's
-# verdicts now say regressed and improved.
+# The words the gate.json files of the committed studies (results/instruction-counts/study-*/) use for the verdicts
+# regressed and improved.
 _EARLIER_WORDS = {"regression": Verdict.REGRESSED, "improvement": Verdict.IMPROVED}
 
 

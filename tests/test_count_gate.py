@@ -158,7 +158,7 @@ def test_kept_dumps_are_compared_function_by_function(tmp_path, monkeypatch, cap
 
 
 def test_a_python_speed_up_is_no_cpp_regression_and_a_slower_cpp_fails(tmp_path):
-    """Item 7 of issue 23: a real 15 % speed-up of python moves the python/cpp ratio as a cpp slowdown would; it is
+    """A real 15 % speed-up of python moves the python/cpp ratio as a cpp slowdown would; it is
     reported, never failed, while a cpp 15 % slower fails by its median and by its ratio."""
     faster = {"test_phase[forward-python-cpu]": -0.15}
     verdicts = decide(runs(tmp_path, "base", 5, 1, noise=0.02), runs(tmp_path, "head", 5, 2, noise=0.02, slow=faster))
@@ -186,7 +186,7 @@ def test_the_work_knob_is_parsed_for_both_languages():
 def test_the_report_of_a_counted_result_shows_counts_split_and_the_interpreter_share(tmp_path):
     from phasebench.report.cli import render
 
-    saved = json.loads((Path(__file__).parents[1] / "docs/instruction-counts/spread/01.json").read_text())
+    saved = json.loads((Path(__file__).parents[1] / "results/instruction-counts/spread/01.json").read_text())
     text, _ = render(tmp_path / "01.json", saved, "markdown")
     assert "**Instructions per call on cpu" in text and "| forward | 36,574,771 | 36,299,607 |" in text
     assert "**Where the instructions go on cpu" in text

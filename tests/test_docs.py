@@ -1,7 +1,8 @@
 """Citations that cannot rot (docs/architecture.md#the-c-abi-and-the-build): code, --help texts, .ci/ and the
 workflows cite the docs by file and anchor (docs/method.md#what-is-measured), and every cited file and anchor must
 exist, with anchors as GitHub makes them from headings. Markdown links between the docs and from the README are
-checked the same way."""
+checked the same way, and so is every path the pages, the comments and docstrings of the code, requirements.txt and
+pyproject.toml cite (bench/test_phases.py, results/…): a path that moves or goes fails here."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import unicodedata
 from pathlib import Path
 
 from phasebench.worker.client import ROOT
+from tests import docs_text
 
 CITATION = re.compile(r"(?<![\w/.-])(docs/[\w./-]+?\.md)(#[\w-]+)?")
 LINK = re.compile(r"\]\(([^)\s#]*\.md)?(#[^)\s]+)?\)")
@@ -82,14 +84,16 @@ def test_every_cited_docs_file_and_anchor_exists():
 
 
 def historical(path: Path) -> bool:
-    """Saved provenance under docs/<folder>/ records how a result was made at its commit, links included."""
+    """Saved provenance under results/<folder>/ records how a result was made at its commit, links included; the
+    index at the top of results/ is a page like the others."""
     parts = path.relative_to(ROOT).parts
-    return len(parts) > 2 and parts[0] == "docs"
+    return len(parts) > 2 and parts[0] == "results"
 
 
 def test_no_citation_names_a_readme_section():
-    """Section titles of the README were cited about 95 times and rotted silently on every rename."""
-    old = re.compile(r'README,? "')
+    """A section cited by its title (the README's or a page's, in quotes after the file's name) rots silently on a
+    rename: cite its anchor (docs/method.md#what-is-measured), which the tests here check."""
+    old = re.compile(r'(?:README|docs/[\w./-]+\.md),? "')
     offenders = [f"{path.relative_to(ROOT)}" for path in tracked_text_files(ROOT)
                  if path.suffix != ".md" and not historical(path) and old.search(path.read_text(encoding="utf8"))]
     assert offenders == []
@@ -107,3 +111,71 @@ def test_renaming_a_cited_anchor_fails(tmp_path):
     assert broken_citations(tmp_path, [code]) == ["code.py:1: docs/method.md#what-is-measured-1: no such anchor"]
     page.unlink()
     assert len(broken_citations(tmp_path, [code])) == 3
+
+
+# A link in a page: [text](target) or ![alt](picture), the target up to a space or the closing parenthesis.
+ANY_LINK = re.compile(r"\]\(<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\)")
+
+
+def broken_paths(root: Path, files: list[Path]) -> list[str]:
+    """Every path cited in the prose of `files` (a page's lines, the comments and docstrings of code) and every
+    relative link of a page that does not resolve, as 'file:line: what'. A bare path is read from the repository's
+    root or from the citing file's folder (cpp/exports.map cites include/phasebench.h); a link from the page's."""
+    problems = []
+    cache: dict[Path, set[str]] = {}
+
+    def check(source: Path, number: int, targets: list[Path], anchor: str | None, text: str):
+        target = next((candidate for candidate in targets if candidate.exists()), None)
+        where = f"{source.relative_to(root)}:{number}: {text}"
+        if target is None:
+            problems.append(f"{where}: no such file")
+        elif anchor and target.suffix == ".md" and anchor not in cache.setdefault(target, anchors(target)):
+            problems.append(f"{where}: no such anchor")
+
+    for path in files:
+        for number, line in docs_text.prose(path):
+            prose = ANY_LINK.sub("]()", line) if path.suffix == ".md" else line  # a link's target is checked below
+            for cited, anchor in docs_text.cited_paths(prose):
+                text = cited + (f"#{anchor}" if anchor else "")
+                check(path, number, [root / cited, path.parent / cited], anchor, text)
+            if path.suffix != ".md":
+                continue
+            for match in ANY_LINK.finditer(line):
+                target = match.group(1)
+                if re.match(r"^[a-z][a-z+.-]*:", target):
+                    continue  # a URL, mailto:
+                file, _, anchor = target.partition("#")
+                check(path, number, [(path.parent / file) if file else path], anchor or None, f"link {target}")
+    return problems
+
+
+def cited_files(root: Path) -> list[Path]:
+    """README.md and the pages under docs/, and the code's files (requirements.txt and pyproject.toml included)."""
+    return [path for path in docs_text.pages(root) + docs_text.code_files(root) if not historical(path)]
+
+
+def test_every_cited_path_and_link_resolves():
+    problems = broken_paths(ROOT, cited_files(ROOT))
+    assert problems == [], "\n".join(problems)
+
+
+def test_a_broken_path_or_link_fails(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "test_phases.py").write_text("")
+    (tmp_path / "docs" / "method.md").write_text("# The method\n\n## What is measured\n")
+    page = tmp_path / "README.md"
+    page.write_text("See [the method](docs/method.md#what-is-measured), `bench/test_phases.py` and docs/method.md.\n"
+                    "Times of pytorch/examples' cpp/mnist; cpp/backward is a case; results/<run>.json a template.\n")
+    code = tmp_path / "bench" / "code.py"
+    code.write_text('"""Reads bench/test_phases.py (docs/method.md#what-is-measured)."""\n'
+                    'path = "results/gone.json"  # a string, not a citation\n')
+    assert broken_paths(tmp_path, [page, code]) == []
+    page.write_text("See [the method](docs/method.md#what-is-timed), [data](results/x.json), results/y/README.md.\n")
+    code.write_text("# Reads bench/test_gone.py, see docs/method.md#what-is-timed.\n")
+    assert broken_paths(tmp_path, [page, code]) == [
+        "README.md:1: results/y/README.md: no such file",
+        "README.md:1: link docs/method.md#what-is-timed: no such anchor",
+        "README.md:1: link results/x.json: no such file",
+        "bench/code.py:1: bench/test_gone.py: no such file",
+        "bench/code.py:1: docs/method.md#what-is-timed: no such anchor"]

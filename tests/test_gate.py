@@ -114,8 +114,8 @@ def test_unchanged_run_passes_both_gates(gate_run):
     assert "Comparing against benchmarks from" in result.output
     assert "Performance has regressed" not in result.output
     assert "regression gate failed" not in result.output
-    # What the user reads (docs/options.md#options): the timing used, not pytest-benchmark's defaults; nothing
-    # skipped that an explicit --device or --benchmark-only excluded; the answer with its direction.
+    # What the user reads (docs/getting-started.md#what-a-run-prints): the timing used, not pytest-benchmark's
+    # defaults; nothing skipped that an explicit --device or --benchmark-only excluded; the answer with its direction.
     assert "(its timer, rounds, warm-up and calibration are not used: see phasebench: timing)" in result.output
     assert "phasebench: timing: each phase inside its worker process" in result.output
     assert "one call a round, 5 rounds after 1 warm-up" in result.output

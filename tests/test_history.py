@@ -8,6 +8,7 @@ import copy
 import json
 import random
 import re
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -17,14 +18,17 @@ from phasebench.history import series as series_mod
 from tests.scratch_git import git, new_repo
 
 ROOT = Path(__file__).resolve().parents[1]
-COUNTED = ROOT / "docs/instruction-counts/study-e677c9f/spread/01.json"  # --count instructions, method 3
-TIMED = ROOT / "docs/answer/default-1.json"  # the default timed run, method 3
+# (archive, member): --count instructions, method 3; the default timed run, method 3
+COUNTED = (ROOT / "results/instruction-counts/study-e677c9f/spread.tar.xz", "spread/01.json")
+TIMED = (ROOT / "results/answer/default-runs.tar.xz", "default-1.json")
 PHASES = ("backward", "loss")
 
 
-def template(path: Path) -> dict:
+def template(saved: tuple[Path, str]) -> dict:
     """A real saved result, its benchmarks cut to PHASES on cpu."""
-    result = json.loads(path.read_text(encoding="utf8"))
+    archive, member = saved
+    with tarfile.open(archive) as tar:
+        result = json.load(tar.extractfile(member))
     result["benchmarks"] = [b for b in result["benchmarks"] if b["extra_info"]["phase"] in PHASES]
     return result
 

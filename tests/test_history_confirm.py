@@ -77,8 +77,8 @@ def test_unconfirmed_lists_a_step_until_both_neighbours_ran_twice(tmp_path, caps
     assert refused.value.code == 2
 
 
-# The fake pytest: a counted run of the tree it runs in, each case's count read from the tree (cpp/cost-PHASE-IMPL,
-# else cpp/cost), only the cases -k selects (a term of its `or` part of the case's name, as pytest matches).
+# The fake pytest: a counted run of the tree it runs in, each case's count read from the tree (its file cost-PHASE-IMPL
+# under cpp/, else cost), only the cases -k selects (a term of its `or` part of the case's name, as pytest matches).
 FAKE_PYTEST = r'''
 import json, os, subprocess, sys, time
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""The plugin as pytest finds it (docs/options.md#options): installed under its module name, loaded wherever pytest
+"""The plugin as pytest finds it (docs/usage.md#the-plugin): installed under its module name, loaded wherever pytest
 is started, creating nothing in the directory it is started from, and importing no torchvision into pytest."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tests.child_runs import _data_options
 
 def test_the_plugin_is_installed_under_its_module_name():
     """requirements.txt installs this checkout (-e .): pytest loads phasebench/plugin/__init__.py from its pytest11 entry point,
-    before it parses the command line, wherever it is started (docs/options.md#options)."""
+    before it parses the command line, wherever it is started (docs/usage.md#the-plugin)."""
     from importlib.metadata import entry_points
 
     found = [ep for ep in entry_points(group="pytest11") if ep.value == "phasebench.plugin"]
@@ -29,7 +29,8 @@ def test_the_plugin_is_installed_under_its_module_name():
 
 
 def test_run_from_another_directory_creates_nothing_there(pytestconfig, tmp_path):
-    """The default data/ and .benchmarks/ are the repository's, wherever pytest is started (docs/options.md#options)."""
+    """The default data/ and .benchmarks/ are the repository's, wherever pytest is started
+    (docs/usage.md#the-plugin)."""
     data = [] if pytestconfig.getoption("mnist_root") == str(session.DEFAULT_DATA) else _data_options(pytestconfig)
     run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--device=cpu",
                           str(ROOT / "tests" / "test_registry.py"), "-k", "every_implementation", *data],

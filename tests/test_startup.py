@@ -33,8 +33,7 @@ def test_the_report_and_the_gate_import_no_torch():
 
 def test_the_python_set_up_starts_with_its_imports_done():
     """The C++ set-up's clock starts after LibTorch is loaded; the Python set-up's after torchvision is imported, as
-    the published Python program imports it at its top (before b8b50c5's fix, torchvision's import was inside the
-    Python set-up's clock only)."""
+    the published Python program imports it at its top: neither set-up's clock holds a library's import."""
     out = child("import sys\n"
                 "from phasebench.worker import server\n"
                 "import phasebench.train.trainer as trainer\n"

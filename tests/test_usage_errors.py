@@ -1,5 +1,5 @@
-"""Bad option values and what the suite cannot do are usage errors (docs/options.md#options): an unknown value, a
-bad count, a separate path outside the repository, asking only for what cannot run here, and a pytest-benchmark
+"""Bad option values and what the suite cannot do are usage errors (docs/usage.md#run-skip-or-deselect): an unknown
+value, a bad count, a separate path outside the repository, asking only for what cannot run here, and a pytest-benchmark
 option that a run timed inside workers cannot honour; each names the option and what would work."""
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ def test_a_bad_count_is_a_usage_error(option, value):
 
 def test_a_separate_path_outside_the_repository_stops_with_the_equals_form(tmp_path):
     """pytest picks its root directory before any plugin declares --mnist-root, and takes a separate existing path
-    for a test path: outside the repository it would run without pytest.ini (docs/options.md#options)."""
+    for a test path: outside the repository it would run without pytest.ini
+    (docs/usage.md#a-path-outside-the-repository)."""
     separate = run_suite("--collect-only", "-q", "--mnist-root", str(tmp_path))
     assert separate.returncode == pytest.ExitCode.USAGE_ERROR, separate.stdout + separate.stderr
     [line] = [line for line in separate.stderr.splitlines() if line.startswith("ERROR:")]
@@ -55,7 +56,8 @@ def test_a_separate_path_outside_the_repository_stops_with_the_equals_form(tmp_p
      "ERROR: --impl cpp: no C++ toolchain: 'no-such-compiler' not found on PATH (install g++ and make)"),
 ], ids=["cuda-without-gpu", "cpp-without-compiler"])
 def test_asking_only_for_what_cannot_run_is_a_usage_error(options, env, error):
-    """A GPU runner that lost its GPU must not pass green with every case skipped (docs/options.md#options)."""
+    """A GPU runner that lost its GPU must not pass green with every case skipped
+    (docs/usage.md#run-skip-or-deselect)."""
     run = run_suite("--benchmark-only", *options, env=env)
     assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
     errors = [line for line in run.stderr.splitlines() if line.startswith("ERROR:")]

@@ -2,7 +2,7 @@
 job under `--count instructions`, one saved result each, and per case a verdict on head's median count against
 base's. The threshold of a case comes from its measured spread, never from a hand: ten times the
 spread measured across counts of an unchanged tree (the gate's own count_spread.json beside this module, a copy of
-docs/instruction-counts/spread.json, or the file `--spread` names) or, for a case that file lacks, of this job's own
+results/instruction-counts/spread.json, or the file `--spread` names) or, for a case that file lacks, of this job's own
 counted rounds of that case in base and head; at least 0.5 %. A regression beyond it fails; an improvement beyond it
 is reported and never fails. A base without the mode, or whose count bracket differs from head's, is "not
 comparable": the gate passes with a note.

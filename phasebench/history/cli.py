@@ -1,8 +1,8 @@
 """`python -m phasebench.history [RESULT_FILES_OR_STORAGE_DIRS ...]`: every phase's cost across commits (or torch
 releases), its change points, and optionally the page (--html).
 
-    python -m phasebench.history .benchmarks docs/instruction-counts          # along first-parent history of HEAD
-    python -m phasebench.history --by torch results/releases --html out.html  # by torch version
+    python -m phasebench.history .benchmarks results/instruction-counts       # along first-parent history of HEAD
+    python -m phasebench.history --by torch results/history/torch --html out.html # by torch version
     python -m phasebench.history out.json --append results/history            # out.json's runs into compact series
     python -m phasebench.history results/history/instructions results/history/time \
         --releases results/history/torch --html index.html                      # commits, then torch releases

@@ -1,6 +1,6 @@
 """phasebench's pytest plugin, as pytest-benchmark's is: its options, one session object built from them
 (`config.phasebench`, phasebench/plugin/session.py), its fixtures, how the cases are made, and what every saved result
-records (docs/options.md#options).
+records (docs/reference/saved-results.md).
 
 Installed as a `pytest11` entry point named "phasebench.plugin" (pyproject.toml; `pip install -e .`, which
 requirements.txt does), so pytest knows the options wherever it is started, before it parses the command line. The
@@ -45,7 +45,7 @@ def pytest_benchmark_update_commit_info(config, commit_info):
     """Whether the tree that ran was clean, from git status (untracked files included: pytest-benchmark's
     `git describe --dirty` ignores them), and a hash of the sources it ran. A copy without git history (a borrowed
     GPU machine's) names its commit and whether that tree was clean in PHASEBENCH_COMMIT and PHASEBENCH_DIRTY
-    (docs/results.md#what-every-saved-result-carries)."""
+    (docs/reference/saved-results.md#commit_info)."""
     commit_info.update(provenance.commit_info(COMMIT_ENV, DIRTY_ENV))
 
 

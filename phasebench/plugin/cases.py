@@ -1,4 +1,4 @@
-"""How the cases are made (docs/options.md#options; "Implementations and workloads"): every test that takes `impl` and
+"""How the cases are made (docs/usage.md#select): every test that takes `impl` and
 `device` per implementation, device and workload the options chose, each phase's implementations in a random order
 drawn from the run's order seed (--order-seed)."""
 
@@ -48,7 +48,7 @@ def left_out_line(extras: frozenset[str]) -> str | None:
     if not missing:
         return None
     return (f"phasebench: this run left out {', '.join(missing)}; --extra all runs them all "
-            f"(docs/options.md#what-the-default-run-leaves-out)")
+            f"(docs/usage.md#what-the-default-run-leaves-out)")
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -84,7 +84,8 @@ def pytest_generate_tests(metafunc):
                 continue
             for phase in (impl.phases if "phase" in names else (None,)):
                 for device in DEVICES:
-                    if impl.absent_reason(device):  # a case it cannot have at all is not made (docs/options.md#options)
+                    # a case it cannot have at all is not made (docs/usage.md#run-skip-or-deselect)
+                    if impl.absent_reason(device):
                         continue
                     for count in (counts[count_name](device) if count_name else (None,)):
                         values = {"phase": phase, "impl": impl_name, "device": device, "workload": workload,
@@ -98,11 +99,11 @@ def pytest_generate_tests(metafunc):
 
 
 def pytest_collection_modifyitems(config, items):
-    """What an explicit choice excludes is deselected, not skipped (docs/options.md#options): the cases of devices
-    --device leaves out, the selections a benchmark run was not asked for (SELECTIONS), under --benchmark-only the
-    tests that are not benchmarks, and under --count everything but the per-phase cases (bench/test_phases.py's
-    test_phase, the only ones it counts). cuda cases of the default devices stay, and skip with their reason where
-    no GPU is usable."""
+    """What an explicit choice excludes is deselected, not skipped (docs/usage.md#run-skip-or-deselect): the cases
+    of devices --device leaves out, the selections a benchmark run was not asked for (SELECTIONS), under
+    --benchmark-only the tests that are not benchmarks, and under --count everything but the per-phase cases
+    (bench/test_phases.py's test_phase, the only ones it counts). cuda cases of the default devices stay, and skip
+    with their reason where no GPU is usable."""
     settings = config.phasebench
     only_benchmarks = config.getoption("benchmark_only", False)
     left_out = {test for name, (test, _, _) in SELECTIONS.items() if test and name not in settings.extras}

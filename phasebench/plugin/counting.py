@@ -25,13 +25,14 @@ def pytest_addoption(parser):
     group.addoption("--count", default=None, choices=CHOICES,
                     help="count instructions under Valgrind's callgrind instead of reading a clock: one intra-op "
                          "thread, the instruction set pinned to AVX2, 1 warm-up and 3 counted rounds unless "
-                         "--warmup-rounds/--rounds say otherwise (docs/instruction-counts.md)")
+                         "--warmup-rounds/--rounds say otherwise (default: not given: a clock is read; "
+                         "docs/instruction-counts.md)")
     for cache, option in counting.CACHES.items():
         others = " and ".join(other for other in counting.CACHES.values() if other != option)
         group.addoption(option, default=None, metavar="SIZE,ASSOC,LINE",
                         help=f"with --count instructions: simulate the {cache} cache of this geometry (bytes, ways, "
                              f"bytes) under callgrind, given with {others}; the instruction counts are unchanged "
-                             f"(docs/instruction-counts.md#simulated-caches-and-branches)")
+                             f"(default: not simulated; docs/instruction-counts.md#simulated-caches-and-branches)")
     group.addoption(counting.BRANCHES_OPTION, action="store_true", default=False,
                     help="with --count instructions: simulate branch prediction under callgrind as well "
                          "(docs/instruction-counts.md#simulated-caches-and-branches)")

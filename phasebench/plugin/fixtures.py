@@ -24,15 +24,23 @@ def settings(pytestconfig) -> PhasebenchSession:
 
 def terminal_line(config):
     """line(text): a line on the terminal now, output capture set aside for it (what takes long says so while it
-    runs, not after)."""
+    runs, not after), on a line of its own: the terminal reporter's write_line ends the row of progress dots first,
+    and the next test's result starts a new row."""
     capture = config.pluginmanager.getplugin("capturemanager")
+    reporter = config.pluginmanager.getplugin("terminalreporter")
+
+    def write(text: str) -> None:
+        if reporter is None:  # -p no:terminal
+            config.get_terminal_writer().line(text)
+        else:
+            reporter.write_line(text)
 
     def line(text: str) -> None:
         if capture is None:  # -p no:capture
-            config.get_terminal_writer().line(text)
+            write(text)
             return
         with capture.global_and_fixture_disabled():
-            config.get_terminal_writer().line(text)
+            write(text)
 
     return line
 

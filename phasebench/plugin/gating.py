@@ -35,7 +35,8 @@ def pytest_addoption(parser):
         "--phase-ratio-fail", type=parse_percent, metavar="X%",
         help="with --benchmark-compare: fail when the median ratio of an implementation to its reference "
              "(python/cpp for the published pair) moved more than X%% from the baseline's, per phase, device and "
-             "workload, either way (the figure varies less across machines than the medians)")
+             "workload, either way (the figure varies less across machines than the medians) (default: not "
+             "given: no ratio gate)")
 
 
 def _benchmark_session(config):

@@ -1,15 +1,17 @@
-"""The one-line stops for a command the suite cannot honour as written (docs/options.md#options): a path option
-pytest took for a test path, a pytest-benchmark option the workers' timing cannot honour, a histogram without its
-packages."""
+"""The one-line stops for a command the suite cannot honour as written (docs/usage.md#run-skip-or-deselect): a path
+option pytest took for a test path, a pytest-benchmark option the workers' timing cannot honour, a histogram without
+its packages."""
 
 from __future__ import annotations
 
 import os
 import shlex
 
-PATH_OPTIONS = ("--mnist-root",)  # options whose value pytest may take for a test path (docs/options.md#options)
+# Options whose value pytest may take for a test path (docs/usage.md#a-path-outside-the-repository).
+PATH_OPTIONS = ("--mnist-root",)
 # pytest-benchmark options the suite cannot honour: every phase is timed inside its worker process, for the rounds
-# the suite's own options set (docs/options.md#options). Each is refused in one line that names what to use instead.
+# the suite's own options set (docs/usage.md#pytest-benchmarks-options). Each is refused in one line that names what
+# to use instead.
 WORKER_TIMING = "phasebench times each phase inside its worker process"
 REFUSED_BENCHMARK_OPTIONS = {
     "--benchmark-min-rounds": f"{WORKER_TIMING} for a fixed number of rounds: use --rounds N",

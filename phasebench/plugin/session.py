@@ -1,7 +1,7 @@
 """The phasebench session: what the options resolved to, built once from pytest's config (`config.phasebench`),
 as pytest-benchmark builds its BenchmarkSession. Everything a run decides before its first test is decided here, in
 order: the command is checked, the options are parsed and validated, torch is probed where a run needs it, the data
-is resolved, the instruction-count mode makes its changes, and machine_info is recorded (docs/options.md#options)."""
+is resolved, the instruction-count mode makes its changes, and machine_info is recorded (docs/reference/options.md)."""
 
 from __future__ import annotations
 
@@ -142,7 +142,8 @@ class PhasebenchSession:
                              f"not {os.environ.get(DIRTY_ENV)!r}")
         if option("benchmark_disable", False):
             # Nothing is timed under --benchmark-disable (the test command): idle OpenMP threads sleep instead of
-            # spinning, which on a loaded machine takes a third off the equivalence tests (docs/options.md#the-test-command).
+            # spinning, which on a loaded machine takes a third off the equivalence tests
+            # (docs/usage.md#the-test-command).
             os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         # A run asks torch (in a probe process) what it picks and whether it can use a GPU; a collection does not.
         probed = not (config.option.help or config.option.collectonly)

@@ -68,7 +68,7 @@ class Counter:
         """One round of `phase` in the bracket (run() runs it; by default trainer.run_phase): where its one dump
         is, and its label. The dump is read by the pytest process (counting.read_round), not here: everything
         this process runs after pb_count_start is instrumented, and reading a dump here took longer than most
-        rounds' bodies (docs/instruction-counts.md, "Gated-run time")."""
+        rounds' bodies."""
         self.rounds += 1
         label = f"{self.impl}/{phase}/{self.rounds}"
         self._call("pb_count_label", label.encode())

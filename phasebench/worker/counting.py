@@ -67,7 +67,7 @@ KEEP_DUMPS_ENV = "PHASEBENCH_COUNT_DUMPS"
 ROUNDS, WARMUP_ROUNDS = 3, 1  # the mode's defaults; --rounds and --warmup-rounds apply
 FLOOR_ROUNDS = 3  # empty-bracket rounds whose median is a worker's count floor
 
-# Where the instructions go (item 4 of issue 23): object first, then inside LibTorch by symbol.
+# Where the instructions go: object first, then inside LibTorch by symbol.
 CATEGORIES = ("interpreter", "bindings", "dispatcher and autograd", "ATen kernels", "MKL, oneDNN and JIT code",
               "C library and allocator", "rest")
 _ONEDNN = re.compile(r"dnnl|mkldnn|ideep|\bmkl_|zendnn|xbyak|jit_uni|jit_avx|jit_sse|brgemm|gemm_driver|sgemm|"

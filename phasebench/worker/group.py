@@ -1,11 +1,12 @@
 """A worker's process group (docs/distributed.md): made through torch.distributed in both workers, Python's and
-C++'s (route (a) of issue 24: the C++ library then takes it from c10d's group registry by its name and calls it
+C++'s (the C++ library then takes it from c10d's group registry by its name and calls it
 through the abstract ProcessGroup interface; cpp/src/distributed.cpp).
 
 The per-phase cases' worlds: rank 0 opens the TCPStore on 127.0.0.1 port 0 (the kernel picks a free port, so there
 is no pick-then-bind race) and reports the port it got; the pytest process hands it to the other ranks. Gloo is bound
-to the loopback interface (GLOO_SOCKET_IFNAME=lo) on cpu, NCCL on cuda. Under torchrun (phasebench/dist_run.py) the
-group comes from the agent's store (env://), where every rank, rank 0 included, is a store client.
+to the loopback interface (GLOO_SOCKET_IFNAME=lo) on cpu, NCCL on cuda. Under torchrun
+(phasebench/worker/torchrun_rank.py) the group comes from the agent's store (env://), where every rank, rank 0
+included, is a store client.
 
 Imported by the workers only, and torch.distributed only when a group is made: the C++ worker imports torch for
 this alone (the price of route (a), weighed in docs/distributed.md).

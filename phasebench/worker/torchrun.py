@@ -1,4 +1,4 @@
-"""The pytest side of a training run launched by torchrun (docs/distributed.md, "Several machines"): two torchrun
+"""The pytest side of a training run launched by torchrun (docs/distributed.md#several-machines-torchrun): two torchrun
 agents (--nnodes 2, c10d rendezvous, a shared --rdzv-id, --max-restarts 0), each starting --nproc-per-node ranks of
 phasebench.worker.torchrun_rank. torchrun is the launcher; this only starts the two agents as two machines' shells
 would.

@@ -1,4 +1,4 @@
-"""One rank of a data-parallel training run launched by torchrun (docs/distributed.md, "Several machines"):
+"""One rank of a data-parallel training run launched by torchrun (docs/distributed.md#several-machines-torchrun):
 
     torchrun --nnodes 2 --nproc-per-node N --rdzv-backend c10d --rdzv-endpoint HOST:PORT --rdzv-id ID \\
         --max-restarts 0 [--local-addr ADDR] -m phasebench.worker.torchrun_rank --impl NAME --options JSON \\

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Each selection the default run leaves out, alone, with its time (docs/options.md).
+# Each selection the default run leaves out, alone, with its time (docs/usage.md#what-the-default-run-leaves-out).
 cd "${TREE:?a clean clone of the commit to measure}"
 OUT=${OUT:-/tmp/phasebench-answer}
 while [ ! -f $OUT/DONE ]; do sleep 10; done

@@ -1,7 +1,7 @@
 """grad_sync at world size 2, python-allreduce against cpp-allreduce: the paired ratio with its 95 % interval over
-interleaved runs (docs/distributed.md, "grad_sync: Python against C++").
+interleaved runs (docs/distributed.md#grad_sync-python-against-c).
 
-    .venv/bin/python docs/distributed/paired_grad_sync.py [--runs 6] [--rounds 100] [--out docs/distributed/paired]
+    .venv/bin/python studies/distributed/paired_grad_sync.py [--runs 6] [--rounds 100] [--out results/distributed/paired]
 
 Each run is one pytest session of the two grad_sync cases (`-k "test_dist_phase and grad_sync" --world-size 2`),
 with which implementation goes first alternating from run to run (--impl's order), each case's worlds fresh. A run's
@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=100)
-    parser.add_argument("--out", type=Path, default=Path("docs/distributed/paired"))
+    parser.add_argument("--out", type=Path, default=Path("results/distributed/paired"))
     parser.add_argument("--reuse", action="store_true", help="read the runs already saved in --out; run only those missing")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 #!/bin/bash
 # How these runs were made (docs/gating.md#baselines-and-ci-gating): TREE is a clean clone of the measured commit
 # with its venv; five interleaved pairs of runs per experiment, nothing else running on the machine.
-#   docs/gate/rounds-and-threads/run.sh TREE OUT_DIR
+#   studies/gate-rounds-and-threads/run.sh TREE OUT_DIR
 set -euo pipefail
 tree=$(realpath "$1") out=$(realpath -m "$2")
 mkdir -p "$out/threads" "$out/rounds"

@@ -1,7 +1,7 @@
 """What -DNDEBUG changes in the C++ trainer's phases (docs/ndebug.md): two builds of the same source, with and
 without it, each phase timed in the trainer's own clock, the two builds in fresh processes, interleaved.
 
-    python docs/ndebug/compare.py WITH.so WITHOUT.so [--pairs 3] [--rounds 200]
+    python studies/ndebug/compare.py WITH.so WITHOUT.so [--pairs 3] [--rounds 200]
 
 Each process: one session on the suite's data, for each phase 20 warm-up rounds and then --rounds rounds
 (pb_run_phase, as the worker runs them); prints the median of each phase as one JSON line.

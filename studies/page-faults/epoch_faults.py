@@ -4,7 +4,7 @@ current tree's modules are phasebench.worker.build, phasebench.worker.cpp_lib an
 One free-running epoch of a trainer, called in this process as its worker calls it, with the page faults and
 the time across it: how docs/page-faults.md measured the C++ trainer before and after its fix.
 
-    cd TREE && python docs/page-faults/epoch_faults.py cpp|python [MNIST_ROOT]
+    cd TREE && python studies/page-faults/epoch_faults.py cpp|python [MNIST_ROOT]
 
 Run from the tree whose trainer is measured (its bench/ package and its built library).
 """

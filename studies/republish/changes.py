@@ -1,7 +1,7 @@
 """What changed, case by case, between two saved default runs: each case's median (per-phase cases, loss_item,
 worker_overhead, ensembles, concurrent jobs) and each training run's Total Time and phase totals, old against new.
 
-    python docs/republish/changes.py OLD.json NEW.json > docs/republish/changes.md
+    python studies/republish/changes.py OLD.json NEW.json > results/republish/changes.md
 """
 import json
 import sys

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The republished measurements (docs/republish/README.md), one after another on a quiet machine, from a clean,
-# committed tree: each result is written under $OUT and copied into docs/ afterwards.
+# The republished measurements (results/republish/README.md), one after another on a quiet machine, from a clean,
+# committed tree: each result is written under $OUT and copied into results/republish/ afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/phasebench-republish}
@@ -12,7 +12,7 @@ run() { local name=$1; shift; local start; start=$(date +%s)
   "$py" -m pytest -p no:cacheprovider --benchmark-json="$OUT/$name.json" "$@" > "$OUT/$name.log" 2>&1 || echo "$name exited $?"
   echo "$name: $(( $(date +%s) - start )) s" | tee -a "$OUT/times.txt"; }
 "$py" -m phasebench.worker.build > /dev/null 2>&1  # built before the first clock
-# The README's benchmark command, as before (docs/variants/default-run.json at ab71975).
+# The README's benchmark command, as before (the variants study's default-run.json, at commit ab71975).
 run default-run --benchmark-only
 # The suite's trainers against plain programs of their language: three interleaved pairs.
 start=$(date +%s); "$py" -m phasebench.plain --pairs 3 --out "$OUT/plain-pairs.json" > "$OUT/plain-pairs.log" 2>&1

@@ -1,7 +1,7 @@
-"""Where python-tensor's data_loading goes (docs/republish/README.md): one batch of 64 through the DataLoader, against
+"""Where python-tensor's data_loading goes (results/republish/README.md): one batch of 64 through the DataLoader, against
 its parts done by hand: 64 calls of the Dataset's __getitem__, and the default collate of 64 items.
 
-    .venv/bin/python docs/republish/tensor_loader_parts.py [MNIST_ROOT]
+    .venv/bin/python studies/republish/tensor_loader_parts.py [MNIST_ROOT]
 """
 import statistics
 import sys

@@ -24,7 +24,7 @@ class KeptWorkers:
     that trained one implementation of its language is restarted as another (python-foreach after python);
     test_a_restarted_trainer_trains_as_a_new_process checks both. A pair then costs a trainer's build, not a
     process's start: a Python worker imports torch and torchvision in about 3 s of cpu here
-    (docs/test-times/costs.md), and these tests started 46 workers before kept workers, 18 before they were kept
+    (results/test-times/costs.md), and these tests started 46 workers before kept workers, 18 before they were kept
     per language.
 
     `fresh` lends an idle worker (a new process where none is idle) and `give_back` returns it: two workers of one
@@ -64,7 +64,7 @@ class KeptWorkers:
 
     def stop(self) -> None:
         """Each worker closes its trainer, then is killed rather than awaited: a Python worker's interpreter takes
-        about 1 s of cpu here to tear torch down on its way out (docs/test-times/costs.md), which no test looks at."""
+        about 1 s of cpu here to tear torch down on its way out (results/test-times/costs.md), which no test looks at."""
         for worker in self.started:
             with contextlib.suppress(WorkerError, WorkerDied):  # one that died is closed all the same
                 if worker.alive():

@@ -1,0 +1,264 @@
+"""The maintainer recipes (docs/recipes.md) run as written. Each recipe is a `## ` section and its shell commands are
+in ```sh blocks; every command of every block runs at least to its usage check, instead of its real arguments:
+`python -m MODULE --help`, `pytest --help`, `pytest-benchmark compare --help`, a .ci/ script's own usage check (its
+--help, or no arguments where too few make it print its usage and exit 2), `git worktree add -h` (git's usage, exit
+129), and for any other program that it is installed. A command that only reads (`python -c …`, `python -m
+phasebench.report FILE` of a saved file that exists) runs for real. A program that is gone, a module renamed, a git
+subcommand misspelt or an option dropped from a script fails here, with the page's line."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from phasebench.worker.client import ROOT
+
+RECIPES = Path("docs") / "recipes.md"
+BUILTINS = {"cd", "export", "source", ".", "set", "unset", "pushd", "popd", "true", "false", "test", "[", "echo",
+            "printf", "read", "exit"}
+PREFIXES = {"time", "nice", "env", "sudo", "command", "exec"}
+GIT_TWO_WORDS = {"worktree", "remote", "submodule", "bisect", "stash", "notes", "sparse-checkout"}
+SHELLS = {"sh", "shell", "bash", "console"}
+SEPARATORS = {"|", "||", "&&", ";", "&", "|&"}
+CHEAP_MODULES = {"phasebench.report"}  # they only read the files they are given
+TIMEOUT_S = 60
+
+
+def sections(text: str) -> dict[str, list[tuple[int, list[str]]]]:
+    """{recipe title: [(line, argv), …]}: the commands of the ```sh blocks of each `## ` section, continuation lines
+    joined, a `$ ` prompt dropped (where a block has prompts, the lines without one are output), comments dropped,
+    and a line split at |, &&, || and ; into its commands."""
+    found: dict[str, list[tuple[int, list[str]]]] = {}
+    title, fence, block = None, None, []
+    for number, line in enumerate(text.splitlines(), 1):
+        opening = re.match(r"^\s*```\s*(\S*)", line)
+        if opening and fence is None:
+            fence, block = opening.group(1), []
+        elif opening:
+            if fence in SHELLS and title is not None:
+                found[title].extend(commands(block))
+            fence = None
+        elif fence is None and line.startswith("## "):
+            title = line[3:].strip()
+            found.setdefault(title, [])
+        elif fence is not None:
+            block.append((number, line))
+    return found
+
+
+def commands(block: list[tuple[int, str]]) -> list[tuple[int, list[str]]]:
+    prompted = any(line.lstrip().startswith("$ ") for _, line in block)
+    joined: list[tuple[int, str]] = []
+    pending = None
+    for number, line in block:
+        if prompted and pending is None:
+            if not line.lstrip().startswith("$ "):
+                continue
+            line = line.lstrip()[2:]
+        if pending is not None:
+            pending = (pending[0], pending[1] + " " + line)
+        else:
+            pending = (number, line)
+        if line.rstrip().endswith("\\"):
+            pending = (pending[0], pending[1].rstrip()[:-1])
+            continue
+        joined.append(pending)
+        pending = None
+    found = []
+    for number, line in joined:
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split, lexer.commenters = True, ""
+        tokens = list(lexer)
+        tokens = tokens[:next((i for i, token in enumerate(tokens) if token.startswith("#")), len(tokens))]
+        argv: list[str] = []
+        for token in tokens + [";"]:
+            if token in SEPARATORS:
+                if argv:
+                    found.append((number, argv))
+                argv = []
+            else:
+                argv.append(token)
+    return found
+
+
+def strip_prefixes(argv: list[str]) -> list[str]:
+    """The command without its NAME=VALUE assignments and its env, nice, time or sudo (with their options)."""
+    while argv:
+        if re.match(r"^[A-Za-z_]\w*=", argv[0]):
+            argv = argv[1:]
+        elif argv[0] in PREFIXES:
+            takes = {"nice": {"-n"}, "env": {"-u"}, "sudo": {"-u"}}.get(argv[0], set())
+            argv = argv[1:]
+            while argv and argv[0].startswith("-"):
+                argv = argv[2:] if argv[0] in takes else argv[1:]
+        else:
+            return argv
+    return argv
+
+
+def resolve(program: str, root: Path) -> Path | None:
+    """A program as a recipe names it, run from the root: a path, the virtual environment's, or the PATH's."""
+    if "/" in program:
+        path = root / program
+        return path if path.is_file() and os.access(path, os.X_OK) else None
+    venv = root / ".venv" / "bin" / program
+    if venv.is_file():
+        return venv
+    found = shutil.which(program)
+    return Path(found) if found else None
+
+
+def python_check(python: Path, args: list[str], root: Path) -> tuple[list[str] | None, set[int], str | None]:
+    """A python command's check: -m MODULE's --help (or a real run where it only reads), -c CODE run for real, a
+    script's --help where it parses options with argparse."""
+    while args and args[0].startswith("-") and args[0] not in ("-m", "-c"):
+        args = args[1:]
+    if not args:
+        return None, set(), "python without a module, a script or -c"
+    if args[0] == "-c":
+        return [str(python), *args[:2]], {0}, None
+    if args[0] == "-m":
+        module, rest = args[1], args[2:]
+        if module in CHEAP_MODULES and rest and all((root / arg).is_file() for arg in rest if not arg.startswith("-")):
+            return [str(python), "-m", module, *rest], {0}, None
+        if module in ("pytest", "pip") or parses_options(module, root):
+            return [str(python), "-m", module, "--help"], {0}, None
+        found = subprocess.run([str(python), "-c", f"import importlib.util, sys; sys.exit(importlib.util.find_spec("
+                                f"{module!r}) is None)"], cwd=root, capture_output=True)
+        return None, set(), None if found.returncode == 0 else f"no module {module}"
+    script = root / args[0]
+    if not script.is_file():
+        return None, set(), f"no script {args[0]}"
+    if "ArgumentParser" in script.read_text(encoding="utf8"):
+        return [str(python), str(script), "--help"], {0}, None
+    return [str(python), "-m", "py_compile", str(script)], {0}, None
+
+
+def parses_options(module: str, root: Path) -> bool:
+    """Whether a module of this repository answers --help: its file, or its package's, builds an ArgumentParser."""
+    base = root.joinpath(*module.split("."))
+    files = list(base.glob("*.py")) if base.is_dir() else [base.with_suffix(".py")]
+    return any(path.is_file() and "ArgumentParser" in path.read_text(encoding="utf8") for path in files)
+
+
+def script_check(script: Path) -> tuple[list[str], set[int]]:
+    """A shell script's own usage check: its --help where it has one; no arguments where too few print the usage
+    and exit 2 before anything runs; else bash -n (it parses)."""
+    text = script.read_text(encoding="utf8")
+    if re.search(r"-h \| --help\)|--help\) ", text):
+        return [str(script), "--help"], {0, 2}
+    if re.search(r"\[ \$# -(?:lt [1-9]|ge [1-9])|\$\{#\w+\[@\]\} -ge [1-9] \] \|\| usage", text):
+        return [str(script)], {2}
+    return ["bash", "-n", str(script)], {0}
+
+
+def check(argv: list[str], root: Path) -> tuple[list[str] | None, set[int], str | None]:
+    """(the command to run, the exit statuses it may end with, or a problem found without running anything)."""
+    argv = strip_prefixes(argv)
+    if not argv or argv[0] in BUILTINS:
+        return None, set(), None
+    if argv[0] in ("bash", "sh") and len(argv) > 1 and not argv[1].startswith("-"):
+        argv = argv[1:]
+        script = root / argv[0]
+        return (*script_check(script), None) if script.is_file() else (None, set(), f"no script {argv[0]}")
+    program = resolve(argv[0], root)
+    if program is None:
+        return None, set(), f"{argv[0]}: no such program"
+    name = program.name
+    if name.startswith("python"):
+        return python_check(program, argv[1:], root)
+    if name in ("pytest", "py.test"):
+        return [str(program), "--help"], {0}, None
+    if name in ("pytest-benchmark", "py.test-benchmark", "pip", "pip3"):
+        words = [arg for arg in argv[1:2] if not arg.startswith("-")]
+        return [str(program), *words, "--help"], {0}, None
+    if name == "git":
+        args = argv[1:]
+        while args and args[0].startswith("-"):
+            args = args[2:] if args[0] in ("-C", "-c") else args[1:]
+        words = args[:2] if args and args[0] in GIT_TWO_WORDS else args[:1]
+        return [str(program), *words, "-h"], {129}, None
+    if program.is_relative_to(root) and not program.is_relative_to(root / ".venv"):
+        return (*script_check(program), None)
+    return None, set(), None  # an installed program: found is enough
+
+
+def options(argv: list[str]) -> list[str]:
+    """The long options a command gives its program (--benchmark-save=before: --benchmark-save), which its --help
+    must name: an option renamed or dropped fails although the command's own arguments never run."""
+    return [arg.split("=")[0] for arg in strip_prefixes(argv)[1:] if re.match(r"^--[\w-]+", arg)]
+
+
+def problems(root: Path, text: str, page: str) -> list[str]:
+    """Every command of every recipe that fails its check, as 'page:line: command: why'."""
+    found, ran = [], {}
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith(("PYTEST_", "PHASEBENCH_", "HISTORY_", "GATE_", "BENCH_PR"))}
+    for recipe in sections(text).values():
+        for number, argv in recipe:
+            command, statuses, problem = check(argv, root)
+            if problem is None and command is not None:
+                key = tuple(command)
+                if key not in ran:
+                    try:
+                        done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True,
+                                              timeout=TIMEOUT_S)
+                        ran[key] = (done.returncode, done.stdout + done.stderr)
+                    except subprocess.TimeoutExpired:
+                        ran[key] = (None, f"no answer in {TIMEOUT_S} s")
+                status, output = ran[key]
+                if status not in statuses:
+                    problem = f"`{shlex.join(command)}` exited {status}, not {sorted(statuses)}: {output[-300:]}"
+                elif statuses != {0} or command[-1] in ("--help", "-h"):
+                    problem = None if re.search(r"usage|\w+ \[", output, re.IGNORECASE) else "no usage printed"
+                if problem is None and command[-1] == "--help":
+                    unknown = [option for option in options(argv)
+                               if not re.search(rf"{re.escape(option)}(?![\w-])", output)]
+                    problem = f"{', '.join(unknown)} not in its --help" if unknown else None
+            if problem:
+                found.append(f"{page}:{number}: {shlex.join(argv)}: {problem}")
+    return found
+
+
+def test_every_recipe_command_answers_its_usage_check():
+    page = ROOT / RECIPES
+    if not page.is_file():
+        pytest.skip(f"{RECIPES} does not exist yet")
+    recipes = sections(page.read_text(encoding="utf8"))
+    assert recipes and all(recipes.values()), f"a recipe of {RECIPES} without a ```sh command: {recipes}"
+    found = problems(ROOT, page.read_text(encoding="utf8"), str(RECIPES))
+    assert found == [], "\n".join(found)
+
+
+def test_the_readme_links_the_recipes():
+    if not (ROOT / RECIPES).is_file():
+        pytest.skip(f"{RECIPES} does not exist yet")
+    assert re.search(r"\]\(docs/recipes\.md(#[\w-]+)?\)", (ROOT / "README.md").read_text(encoding="utf8"))
+
+
+def test_a_broken_recipe_fails():
+    page = ("# Recipes\n\n## A baseline\n\n```sh\n"
+            ".venv/bin/python -m pytest --benchmark-only \\\n    --benchmark-save=before  # the baseline\n"
+            "env PHASEBENCH_NO_INSTALL=1 .ci/bench-pr-count ../a ../b ../out && git worktree add --detach ../a HEAD\n"
+            "```\n\n```python\nnot_a_command()\n```\n\n## Broken\n\n```sh\n"
+            "$ .venv/bin/python -m phasebench.nosuch\n$ .ci/no-such-script a b\noutput, not a command\n"
+            "$ git worktre add ../a | no-such-program-anywhere\n"
+            "$ .venv/bin/python -m pytest --benchmark-only --no-such-option=3\n```\n")
+    assert sections(page)["A baseline"] == [
+        (6, [".venv/bin/python", "-m", "pytest", "--benchmark-only", "--benchmark-save=before"]),
+        (8, ["env", "PHASEBENCH_NO_INSTALL=1", ".ci/bench-pr-count", "../a", "../b", "../out"]),
+        (8, ["git", "worktree", "add", "--detach", "../a", "HEAD"])]
+    found = problems(ROOT, page, "recipes.md")
+    assert [line.split(": ")[0:2] for line in found] == [
+        ["recipes.md:18", ".venv/bin/python -m phasebench.nosuch"],
+        ["recipes.md:19", ".ci/no-such-script a b"],
+        ["recipes.md:21", "git worktre add ../a"],
+        ["recipes.md:21", "no-such-program-anywhere"],
+        ["recipes.md:22", ".venv/bin/python -m pytest --benchmark-only --no-such-option=3"]], "\n".join(found)
+    assert found[-1].endswith("--no-such-option not in its --help")
