@@ -17,7 +17,7 @@ import types
 import pytest
 
 from phasebench import registry, schema
-from phasebench.cpu_windows import phase_cpu, phase_faults
+from phasebench.cpu_windows import phase_cpu, phase_faults, phase_host_and_gpu
 from phasebench.plugin import RUN_ORDER
 from phasebench.registry import ONE_SHOT_PHASES
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
@@ -210,7 +210,8 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
     floors = [worker.timer_floor_ns for worker in rounds.workers]
     schema.write(benchmark, schema.PhaseInfo, timer_floor_s=statistics.median(floors) / 1e9,
                  timer_floors_s=[floor / 1e9 for floor in floors], **phase_cpu([timed for _, _, timed in counted]),
-                 **phase_faults([timed for _, _, timed in counted]), **(records.figures() if records else {}))
+                 **phase_faults([timed for _, _, timed in counted]), **phase_host_and_gpu([timed for _, _, timed in counted]),
+                 **(records.figures() if records else {}))
     if settings.count:
         schema.write(benchmark, schema.CountedPhaseInfo,
                      **counted_info([timed.counted for _, _, timed in counted], rounds.workers))

@@ -6,7 +6,8 @@ the worker from before its dataset is opened to the end of its last step (the pu
 with the interpreter and torch already loaded). extra_info gets what the worker reports, per round and
 as medians: Summed Time (the phase timers added up), Step Count, each phase's total, the loop's time
 and the phases' own CPU use; and, seen from here, the process total (spawn to exit) with its start-up
-(spawn to trainer ready, torch's import included) and exit. One more fresh worker trains free-running,
+(spawn to trainer ready, torch's import included) and exit; and the start-up's parts as the worker reports them
+(docs/method.md#a-workers-start-up-in-parts). One more fresh worker trains free-running,
 without synchronizing inside the step, for a Total Time that the phase timers do not disturb. The utilization
 recorded (extra_info gpu and cpu) is the timed rounds': sampled from this process across each round's train
 request, the rounds' windows together; the free-running run's is in free_running. The train request may take
@@ -100,7 +101,7 @@ def train_in_fresh_worker(spawn, settings, synchronize: bool, watch=nullcontext,
     exit_ns = time.perf_counter_ns()
     assert status == 0, f"{worker.name} ended with {describe_exit(status)} after training"
     return reply | {"total_ns": exit_ns - worker.started_ns, "startup_ns": ready_ns - worker.started_ns,
-                    "stopping_ns": exit_ns - stop_ns}
+                    "stopping_ns": exit_ns - stop_ns, "startup_parts_ns": worker.info.startup_parts_ns}
 
 
 @pytest.mark.benchmark(timer=worker_clock)  # the program's own time, as the worker measured it
@@ -155,6 +156,11 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
         assert parts["setup"] < parts["startup"] and parts["program"] == parts["setup"] + parts["loop"], (
             f"the program's time is its set-up (within the worker's start-up) and its loop: {parts}")
         assert parts["startup"] + parts["loop"] + parts["stopping"] <= parts["total"], f"the parts outlast the whole {parts}"
+        # The worker's own parts of its start-up lie inside the start-up seen from here, its set-up among them.
+        started = run["startup_parts_ns"]
+        assert min(started.values()) >= 0 and sum(started.values()) <= parts["startup"], (started, parts)
+        assert started["trainer"] + started.get("cuda_init", 0) <= parts["setup"], (started, parts)
+        assert ("cuda_init" in started) == (device != "cpu"), f"start-up parts on {device}: {sorted(started)}"
     if free:
         assert free["steps"] == steps, f"free-running: {free['steps']} steps, expected {steps}"
         step_timed = {name: ns for name, ns in free["phase_ns"].items() if ns and name not in ONE_SHOT_PHASES}
@@ -194,6 +200,10 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
         major_faults=[run["major_faults"] for run in every],
         minor_faults_per_step_median=round(statistics.median(run["minor_faults"] / run["steps"] for run in runs), 2),
         free_running_minor_faults_per_step=round(free["minor_faults"] / free["steps"], 2) if free else None,
+        # Where each round's worker start went (docs/method.md#a-workers-start-up-in-parts).
+        startup_parts_s=[{part: ns / 1e9 for part, ns in run["startup_parts_ns"].items()} for run in runs],
+        startup_parts_median_s={part: statistics.median(run["startup_parts_ns"][part] for run in runs) / 1e9
+                                for part in runs[0]["startup_parts_ns"]},
     )
     for run in every:
         assert run["peak_rss_bytes"] > 0, f"peak resident memory {run['peak_rss_bytes']}"

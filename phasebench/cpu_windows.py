@@ -1,7 +1,8 @@
 """A worker's CPU use, read in pytest from counters the kernel keeps anyway (phasebench/utilization.py says what
 each figure is; docs/utilization.md#utilization): the processes' CPU clocks and /proc's ticks across a window
 (CpuWindow), with what the rest of the machine used meanwhile, and a phase's own CPU use and page faults over its
-timed bodies, from what the worker read just outside its clock (phase_cpu, phase_faults). No torch, and nothing
+timed bodies, from what the worker read just outside its clock (phase_cpu, phase_faults), and on cuda its host CPU
+and GPU times (phase_host_and_gpu). No torch, and nothing
 of the suite."""
 
 from __future__ import annotations
@@ -83,6 +84,18 @@ def phase_faults(rounds) -> dict:
     rounds: a phase that faults its memory back in every round shows it here (docs/page-faults.md)."""
     return {"minor_faults_per_round": statistics.median(timed.minor_faults for timed in rounds),
             "major_faults_per_round": statistics.median(timed.major_faults for timed in rounds)}
+
+
+def phase_host_and_gpu(rounds) -> dict:
+    """On cuda, each round's two clocks beside its wall time (docs/method.md#what-is-measured), in seconds, and their
+    medians: host CPU (the CPU time of the thread that ran the body, up to its end, before the closing synchronize)
+    and GPU (between the events recorded around the body). {} where the worker read neither (cpu)."""
+    figures = {}
+    for name, values in (("host_cpu", [timed.host_cpu_ns for timed in rounds]),
+                         ("gpu", [timed.gpu_ns for timed in rounds])):
+        if values and None not in values:
+            figures |= {f"{name}_s": [ns / 1e9 for ns in values], f"{name}_median_s": statistics.median(values) / 1e9}
+    return figures
 
 
 class CpuWindow:

@@ -86,6 +86,8 @@ def gpu_readers(nvml, handle) -> dict:
                                       1e-3),  # NVML gives milliwatts
         "sm_clock_mhz": buffered_or_polled(nvml.NVML_PROCESSOR_CLK_SAMPLES,
                                            lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+        # With the clock and the power: a run that throttles shows it (the driver buffers no temperature samples).
+        "temperature_c": PolledReader(lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU), 1.0),
     }
 
 

@@ -14,6 +14,9 @@ different methods are never compared (phasebench/results.py's mismatch). Raise M
 4. The training run's set-up (Total Time's first part) no longer holds torchvision's import in Python: the
    worker loads its libraries before the clock in both languages, so set-up is opening both splits and building
    the model and optimizer alike. Saved results record the hash of the sources that define the clocks.
+5. On cuda each clock also holds a CUDA event recorded on each side of the body and a read of the thread's CPU time
+   before the closing synchronize, in both languages: a phase records its host CPU and GPU times beside its wall
+   time (docs/method.md#what-is-measured). The clocks on cpu are those of method 4.
 
 METHOD_SOURCES are those sources; METHOD_SOURCES_HASH is their hash when METHOD_VERSION was last set, and
 tests/test_method.py fails when they change without it being recorded again (`python -m phasebench.method
@@ -27,13 +30,14 @@ import hashlib
 import sys
 from pathlib import Path
 
-METHOD_VERSION = 4
+METHOD_VERSION = 5
 METHOD_SOURCES = (
     "phasebench/train/timing.py",  # the clock around a body, its synchronization, its CPU and fault reads
     "phasebench/train/phases.py",  # what each phase prepares (untimed) and times
     "phasebench/train/run.py",  # the training run's loop, each phase timed in place
     "phasebench/train/trainer.py",  # the trainer's set-up: what Total Time's set-up holds
     "phasebench/worker/server.py",  # the worker: what it loads before any clock
+    "phasebench/worker/startup.py",  # the set-up's clock: CUDA's initialization and the trainer's construction
     "cpp/src/clock.cpp",
     "cpp/src/phases.cpp",
     "cpp/src/run.cpp",
@@ -42,7 +46,7 @@ METHOD_SOURCES = (
     "cpp/src/model.cpp",  # the model and optimizer built in set-up and in optimizer_init
     "cpp/src/step.h",  # the step's pieces the forward, loss and backward clocks hold
 )
-METHOD_SOURCES_HASH = "c8310a86ebf70e84"
+METHOD_SOURCES_HASH = "6cd2a4f001ee1e43"
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 

@@ -38,7 +38,8 @@ def metric_of(result: dict) -> str:
 def switched(machine: schema.MachineInfo) -> dict[str, str]:
     """The intervention study's switches a run's timed workers ran with that a run without them does not have
     (phasebench/plugin/switches.py): {"round checks": "off", "OMP_WAIT_POLICY": "passive", "pins": "count"}, each
-    only where it applied; {} for a run that changed none, and for one saved before they existed."""
+    only where it applied, and the CUDA settings the run's environment set (CUBLAS_WORKSPACE_CONFIG,
+    PYTORCH_CUDA_ALLOC_CONF); {} for a run that changed none, and for one saved before they existed."""
     changed = {}
     if machine.round_checks == "off":
         changed["round checks"] = "off"
@@ -46,6 +47,11 @@ def switched(machine: schema.MachineInfo) -> dict[str, str]:
         changed["OMP_WAIT_POLICY"] = machine.omp_wait_policy
     if machine.pins:
         changed["pins"] = str(machine.pins.get("conditions") or "count")
+    # CUDA settings from the environment: unset (and unrecorded, in a result saved before they were) adds nothing.
+    if machine.cublas_workspace_config is not None:
+        changed["CUBLAS_WORKSPACE_CONFIG"] = machine.cublas_workspace_config
+    if machine.pytorch_cuda_alloc_conf is not None:
+        changed["PYTORCH_CUDA_ALLOC_CONF"] = machine.pytorch_cuda_alloc_conf
     return changed
 
 
@@ -74,29 +80,90 @@ def mismatch(baseline_path, baseline: dict, current_method: int, current_metric:
 
 # -- finding and reading them ---------------------------------------------------------------------------
 
-def find_results(names: list[str], storage_url: str, prog: str = "phasebench.report") -> list[Path]:
-    """The files named, found as pytest-benchmark's own storage finds them (--benchmark-compare): paths, run
-    numbers, names; with no name, the newest result saved for this machine."""
+GLOB_CHARACTERS = "*?["
+
+
+def _storage(storage_url: str):
+    """pytest-benchmark's storage at `storage_url`, looking in this machine's folder first, as its own commands do."""
     from pytest_benchmark.logger import Logger  # imports pytest: only those who look for results pay for it
     from pytest_benchmark.utils import get_machine_id, load_storage
 
-    storage = load_storage(storage_url, logger=Logger(), default_machine_id=get_machine_id(), netrc=None)
+    return load_storage(storage_url, logger=Logger(), default_machine_id=get_machine_id(), netrc=None)
+
+
+def _query(storage, glob: str) -> list[Path]:
+    try:
+        return storage.query(glob)
+    except (ValueError, NotImplementedError):  # a path of 3 or more parts, or an absolute one, to no file
+        return []
+
+
+def _matches(storage, name: str) -> list[Path]:
+    """The saved runs `name` names: what --benchmark-compare=NAME loads (a file; a run number or the start of a saved
+    run's file name, 0001, 0001_before; a glob, *before; in this machine's folder of the storage unless it names
+    one, MACHINE/0001), else the runs saved under that name (before: NNNN_before.json) or that file name."""
+    found = _query(storage, name)
+    if found or any(character in name for character in GLOB_CHARACTERS):
+        return found
+    folder, _, saved_as = name.rpartition("/")
+    saved_as, within = saved_as.removesuffix(".json"), f"{folder}/" if folder else ""
+    candidates = _query(storage, within + saved_as) + _query(storage, f"{within}[0-9][0-9][0-9][0-9]_{saved_as}")
+    return sorted({path for path in candidates if saved_as in (path.stem, path.stem[5:])},
+                  key=lambda path: (path.name, path.parent))
+
+
+def _listed(paths: list[Path], storage) -> str:
+    def shown(path: Path) -> str:
+        try:
+            return str(path.relative_to(storage.path))
+        except ValueError:
+            return str(path)
+    return ", ".join(shown(path) for path in paths)
+
+
+def _not_found(prog: str, name: str, storage) -> SystemExit:
+    folder = storage.path / storage.default_machine_id
+    saved = sorted(path.name for path in folder.glob("*.json"))
+    earlier = f"{len(saved) - 5} earlier runs and " if len(saved) > 5 else ""
+    there = f"{earlier}{', '.join(saved[-5:])}" if saved else "nothing"
+    return SystemExit(f"{prog}: {name}: no such file, nor a saved result of that name in {storage} (a saved run is "
+                      f"named by its number, 0001, its name, before for 0001_before.json, or a glob, '*before'; "
+                      f"{storage.default_machine_id}/ holds {there})")
+
+
+def find_results(names: list[str], storage_url: str, prog: str = "phasebench.report") -> list[Path]:
+    """The saved runs named, each as `--benchmark-compare` finds it, or by the name it was saved under
+    (_matches): a path, a run number (0001), a name (before, saved by --benchmark-save=before as 0001_before.json),
+    a glob ('*before', every run it matches). With no name, the newest run saved for this machine. The one
+    resolver of every command that takes saved runs (phasebench.gate, .gate.paired, .gate.counts, .report,
+    .history). A number or a name that matches more than one run, or nothing, is SystemExit naming `prog`, the
+    name, and the candidates or what the storage holds."""
+    storage = _storage(storage_url)
     if not names:
         newest = storage.query("[0-9][0-9][0-9][0-9]_")[-1:]
         if not newest:
-            raise SystemExit(f"{prog}: no saved result in {storage}/{get_machine_id()}: run pytest with "
+            raise SystemExit(f"{prog}: no saved result in {storage}/{storage.default_machine_id}: run pytest with "
                              "--benchmark-autosave first, or name a result file")
         return newest
     paths = []
     for name in names:
-        try:
-            found = storage.query(name)
-        except ValueError:  # a path to no file, which pytest-benchmark's globs cannot take either
-            found = []
+        found = _matches(storage, name)
         if not found:
-            raise SystemExit(f"{prog}: {name}: no such file, nor a saved result of that name in {storage}")
+            raise _not_found(prog, name, storage)
+        if len(found) > 1 and not any(character in name for character in GLOB_CHARACTERS):
+            raise SystemExit(f"{prog}: {name} names {len(found)} saved results ({_listed(found, storage)}); name one "
+                             f"by its number or path")
         paths += found
     return paths
+
+
+def find_result(name: str, storage_url: str, prog: str) -> Path:
+    """The one saved run `name` names (find_results); a glob that matches more than one is SystemExit naming them."""
+    found = find_results([name], storage_url, prog)
+    if len(found) > 1:
+        raise SystemExit(f"{prog}: {name} matches {len(found)} saved results ({_listed(found, _storage(storage_url))}); "
+                         f"name one")
+    return found[0]
 
 
 def baseline_error(path: Path) -> str | None:

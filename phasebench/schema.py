@@ -60,6 +60,13 @@ class PhaseInfo(Case):
     phase_cpu_cores: float | None = None
     minor_faults_per_round: float | None = None
     major_faults_per_round: float | None = None
+    # cuda only (absent on cpu and in results saved before they existed; docs/method.md#what-is-measured): each counted
+    # round's host CPU time (the CPU time of the thread that ran the body, up to its end, before the closing
+    # synchronize) and GPU time (between CUDA events recorded around the body on the current stream), seconds
+    host_cpu_s: list | None = None
+    host_cpu_median_s: float | None = None
+    gpu_s: list | None = None
+    gpu_median_s: float | None = None
     # What the counted rounds went through, read outside the clocks just before the first and just after the last
     # (the window), alike in both languages (docs/method.md#what-the-rounds-went-through); null under --count.
     rounds_window_s: float | None = None  # the window's wall seconds, in pytest: the rounds, their untimed
@@ -142,6 +149,10 @@ class TrainingRunInfo(Case):
     major_faults: list | None = None
     minor_faults_per_step_median: float | None = None
     free_running_minor_faults_per_step: float | None = None
+    # The worker's start-up in parts, seconds (docs/method.md#a-workers-start-up-in-parts): per timed round
+    # {part: s}, and each part's median over them; cuda_init and pci_bus_id are absent on cpu
+    startup_parts_s: list | None = None
+    startup_parts_median_s: dict | None = None
 
 
 @dataclass
@@ -223,6 +234,9 @@ class MachineInfo(Record):
     round_checks: str | None = None  # "on" or "off" (--round-checks, phasebench/plugin/switches.py); none: on
     omp_wait_policy: str | None = None  # the timed workers' OMP_WAIT_POLICY, lower case ("default": none set)
     pins: dict | None = None  # --pins count: what the timed workers ran under, and could not; null: none
+    # The pytest process's (and so its workers') CUDA settings that change what a cuda phase does; null: unset
+    cublas_workspace_config: str | None = None  # CUBLAS_WORKSPACE_CONFIG
+    pytorch_cuda_alloc_conf: str | None = None  # PYTORCH_CUDA_ALLOC_CONF
 
 
 # Keys older methods saved that the current records no longer have: read (and dropped) in results of those

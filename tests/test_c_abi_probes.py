@@ -25,7 +25,8 @@ from tests.c_abi_calls import ALL_SIGNATURES, PB_ERROR, create, get_batch, optio
 
 PARAM_COUNT = 21840  # the Net's parameters
 EPOCH_BATCHES = 938
-SESSION_FUNCTIONS = [name for name in cpp_lib._SIGNATURES if name not in ("pb_create", "pb_abi_version")]
+SESSION_FUNCTIONS = [name for name in cpp_lib._SIGNATURES
+                     if name not in ("pb_create", "pb_abi_version", "pb_read_numerics")]
 
 
 def _call_with_nulls(lib, name: str, handle) -> int:
@@ -77,6 +78,11 @@ def _probes() -> dict:
                                            "unknown or destroyed session handle"),
         "abi-version": (lambda c: c.lib.pb_abi_version(ctypes.byref(ctypes.c_int32())), None),
         "abi-version-null-output": (lambda c: c.lib.pb_abi_version(None), "null version output"),
+        "read-numerics": (lambda c: c.lib.pb_read_numerics(ctypes.byref(cpp_lib.NumericsFlags())), None),
+        "read-numerics-null-output": (lambda c: c.lib.pb_read_numerics(None), "null numerics flags output"),
+        "read-numerics-other-struct-size": (
+            lambda c: c.lib.pb_read_numerics(ctypes.byref(with_fields(cpp_lib.NumericsFlags(), struct_size=8))),
+            "pb_numerics_flags of 8 bytes, this library's has"),
         "create-null-options": (lambda c: create(c.lib, None), "null options"),
         # Options as a caller built from other sources would pass them.
         "create-other-struct-size": (lambda c: create(c.lib, with_fields(options(c.raw_dir), struct_size=8)),
@@ -93,6 +99,9 @@ def _probes() -> dict:
             lambda c: create(c.lib, with_fields(options("/nonexistent"), loader=b"prefetch")), "unknown loader"),
         "create-unknown-step-before-reading-data": (
             lambda c: create(c.lib, with_fields(options("/nonexistent"), step=b"warp")), "unknown step 'warp'"),
+        "create-deterministic-two-before-reading-data": (
+            lambda c: create(c.lib, with_fields(options("/nonexistent"), deterministic=2)),
+            "deterministic 2: 1 (on) or 0 (off)"),
         "create-unknown-device-before-reading-data": (
             lambda c: create(c.lib, options("/nonexistent", device=b"tpu9")), "Invalid device string: 'tpu9'"),
         "create-null-output": (lambda c: create(c.lib, options(c.raw_dir), out=False), "null output handle"),

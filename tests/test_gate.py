@@ -10,6 +10,7 @@ import subprocess
 import sys
 import sysconfig
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from pytest_benchmark.utils import get_machine_id
@@ -112,6 +113,7 @@ def test_unchanged_run_passes_both_gates(gate_run):
     result = gate_run("unchanged")
     assert result.returncode == 0, result.output
     assert "Comparing against benchmarks from" in result.output
+    assert "machine_info" not in result.output  # the same machine: its run order's seed is the run's own
     assert "Performance has regressed" not in result.output
     assert "regression gate failed" not in result.output
     # What the user reads (docs/getting-started.md#what-a-run-prints): the timing used, not pytest-benchmark's
@@ -231,6 +233,42 @@ def test_machine_info_differences():
     current = {"torch": "2.14.1", "phasebench": {"test_slow_phase": "loss:5ms", "threads": 2}, "new": 1}
     assert gate_compare.machine_info_differences(current, saved) == [
         "new: None → 1", "phasebench.test_slow_phase: None → 'loss:5ms'"]
+
+
+class RecordedWarnings:
+    """A pytest-benchmark session's logger and storage, as its machine_info comparison uses them: the warnings kept."""
+
+    def __init__(self):
+        self.warnings = []
+        self.storage = SimpleNamespace(location=".benchmarks")
+        self.logger = SimpleNamespace(warning=lambda text, **_: self.warnings.append(text))
+
+
+def machine_info(order_seed: int = 1, hz: int = 2_596_096_000, cpu: str = "AMD EPYC", torch: str = "2.14.1") -> dict:
+    return {"node": "vm", "cpu": {"brand_raw": cpu, "count": 2, "hz_advertised": [2_596_096_000, 0],
+                                  "hz_actual": [hz, 0], "hz_actual_friendly": f"{hz / 1e9:.4f} GHz"},
+            "phasebench": {"method": METHOD_VERSION, "torch": torch, "cpu": cpu, "threads": 2, "order_seed": order_seed}}
+
+
+def test_machine_info_compares_without_what_each_run_draws(pytestconfig):
+    """pytest-benchmark's own comparison, through the plugins this run loaded: two runs on one machine that differ in
+    their order seed and the CPU's momentary clock compare quietly, and both sides are left as they were; another
+    CPU or another torch still warns."""
+    def compare(current: dict, saved: dict) -> list[str]:
+        session = RecordedWarnings()
+        before = json.dumps([current, saved])
+        pytestconfig.hook.pytest_benchmark_compare_machine_info(
+            config=pytestconfig, benchmarksession=session, machine_info=current,
+            compared_benchmark={"machine_info": saved, "benchmarks": []})
+        assert json.dumps([current, saved]) == before  # the per-run values are back where they were
+        return session.warnings
+
+    assert compare(machine_info(order_seed=2256146807, hz=2_400_000_000),
+                   machine_info(order_seed=2061901169, hz=2_596_096_000)) == []
+    [another_cpu] = compare(machine_info(order_seed=2), machine_info(cpu="Intel(R) Xeon(R) Processor"))
+    assert "machine_info is different" in another_cpu and "Intel(R) Xeon(R) Processor" in another_cpu
+    [another_torch] = compare(machine_info(order_seed=2), machine_info(torch="2.13.0"))
+    assert "machine_info is different" in another_torch and "2.13.0" in another_torch
 
 
 def test_changes_command(tmp_path, capsys):

@@ -34,8 +34,16 @@ def dry_run(pytestconfig, out, env: dict | None = None) -> subprocess.CompletedP
 
 
 def script_steps() -> list[str]:
-    """The names of the steps the script defines (`step NAME CAP ...` in full_steps and smoke_steps)."""
-    return re.findall(r"^\s+step (\S+) \d+ ", SCRIPT.read_text(), flags=re.MULTILINE)
+    """The names of the steps the script defines (`step NAME CAP SOURCE ...` in full_steps and smoke_steps)."""
+    return re.findall(r"^\s+step (\S+) \d+ (?:measured|estimate) ", SCRIPT.read_text(), flags=re.MULTILINE)
+
+
+def script_caps() -> dict[str, list[int]]:
+    """Each run's caps as the script declares them: {"full": [...], "smoke": [...]}."""
+    text = SCRIPT.read_text()
+    return {run: [int(cap) for cap in re.findall(r"^\s+step \S+ (\d+) (?:measured|estimate) ",
+                                                text.split(f"{run}_steps() {{")[1].split("\n}")[0], flags=re.MULTILINE)]
+            for run in ("full", "smoke")}
 
 
 def step_lines(out) -> dict[str, str]:
@@ -49,18 +57,38 @@ def test_the_dry_run_collects_every_step_and_runs_the_cpu_step(pytestconfig, tmp
     steps = step_lines(tmp_path)
     names = script_steps()
     assert len(names) >= 10 and any(name.startswith("smoke-") for name in names), names
-    assert set(steps) == set(names) | {"8-cpu-data-loading-default-threads-run"}, run.stdout
+    assert set(steps) == set(names) | {"cpu-data-loading-run"}, run.stdout
     failed = {name: line for name, line in steps.items() if not line.startswith("passed")}
     assert not failed and run.returncode == 0, run.stdout
     for name, line in steps.items():
         if name.endswith("-run"):  # run on cpu: its JSON holds the benchmark it ran
             assert '"benchmarks": [' in (tmp_path / f"{name}.json").read_text(), line
-        else:
-            device = "cpu" if name.startswith("8-") else "cuda"
-            assert re.match(rf"passed, collected [1-9]\d* case\(s\) on {device}", line), (name, line)
+        else:  # each step's cap printed with its source
+            assert re.match(r"passed, collected [1-9]\d* case\(s\) on cuda, not run, \d+ s; cap \d+ s "
+                            r"\((measured|estimate)\)$", line), (name, line)
     text = (tmp_path / "steps.txt").read_text()
+    caps = script_caps()
+    for run, budget in (("full", 360), ("smoke", 180)):
+        assert f"{run} run: its caps add up to {sum(caps[run])} s, within its budget of {budget} s" in text, text
     assert "not reached: the cuda branches (CUDA graphs, torch.compile on cuda, NCCL, NVML)" in text
-    assert text.splitlines()[-1] == "every step passed"
+    assert text.splitlines()[-1] == "no step failed"
+
+
+def test_a_dry_run_fails_when_the_caps_exceed_a_budget(tmp_path):
+    """A run whose caps outgrow its budget fails the dry run, before any GPU time is spent on it: the script with one
+    cap raised past the full run's budget, its collection stopped at once (PYTHON is `false`)."""
+    script = tmp_path / "gpu-measure"
+    text = SCRIPT.read_text()
+    script.write_text(re.sub(r"(step 1-\S+ )\d+", r"\g<1>999", text, count=1))
+    copy = tmp_path / "repo" / ".ci"
+    copy.mkdir(parents=True)
+    (copy / "gpu-measure").write_text(script.read_text())
+    done = subprocess.run(["bash", str(copy / "gpu-measure"), "--dry-run", "0000000", "0"], capture_output=True,
+                          text=True, env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out"), "PYTHON": "false"},
+                          timeout=60)
+    lines = (tmp_path / "out" / "steps.txt").read_text()
+    assert done.returncode == 1 and re.search(r"full run: FAILED, its caps add up to \d+ s, over its budget of 360 s",
+                                              lines), lines
 
 
 def test_a_dry_run_whose_commands_pytest_refuses_fails_every_step(pytestconfig, tmp_path):

@@ -31,6 +31,7 @@ class FakeGpu:
         self.samples = {kind: [] for kind in kinds}
         self.current_utilization = SimpleNamespace(gpu=0, memory=0)
         self.current_memory_used, self.current_power_mw, self.current_sm_clock = 0, 0, 0
+        self.current_temperature_c = 40
         self.add_samples(list(history))
         self.release_all()
 
@@ -85,6 +86,10 @@ def fake_nvml(monkeypatch):
         assert kind == pynvml.NVML_CLOCK_SM
         return gpu.current_sm_clock
 
+    def temperature(gpu, sensor):
+        assert sensor == pynvml.NVML_TEMPERATURE_GPU
+        return gpu.current_temperature_c
+
     for name, function in {
         "nvmlInit": lambda: None, "nvmlShutdown": lambda: None,
         "nvmlDeviceGetHandleByPciBusId": handle_by_bus_id, "nvmlDeviceGetSamples": samples,
@@ -92,6 +97,7 @@ def fake_nvml(monkeypatch):
         "nvmlDeviceGetMemoryInfo": polled(lambda gpu: SimpleNamespace(used=gpu.current_memory_used)),
         "nvmlDeviceGetPowerUsage": polled(lambda gpu: gpu.current_power_mw),
         "nvmlDeviceGetClockInfo": polled(clock),
+        "nvmlDeviceGetTemperature": polled(temperature),
     }.items():
         monkeypatch.setattr(pynvml, name, function)
 
@@ -132,6 +138,7 @@ def test_buffered_samples_of_the_window_only(fake_nvml):
     assert result["memory_utilization_pct"] == {"mean": 30.0, "median": 30.0, "max": 30.0}
     assert result["power_w"] == {"mean": 250.5, "median": 250.5, "max": 250.5}
     assert result["sm_clock_mhz"] == {"mean": 1755.0, "median": 1755.0, "max": 1755.0}  # polled at the end
+    assert result["temperature_c"] == {"mean": 40.0, "median": 40.0, "max": 40.0}  # polled, never buffered
     assert result["memory_used_mib"] == {"mean": 1536.0, "median": 1536.0, "max": 1536.0}
     assert samplers.reason is None
     assert samplers.summary_lines() == ["train_step: python-cuda GPU 30%/60% (3 samples) CPU "

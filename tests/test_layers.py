@@ -210,15 +210,3 @@ def test_report_and_gate_read_saved_records_only_through_the_schema():
              if name.startswith(("phasebench.report", "phasebench.gate"))
              for line in raw_reads(path.read_text(encoding="utf8"), str(path))]
     assert not found, found
-
-
-def test_no_source_file_is_over_400_lines():
-    """One room per role: the library's, the benchmark cases', the studies' and the C++ trainer's files (tests and
-    data aside)."""
-    root = PACKAGE.parent
-    cpp = root / "cpp"
-    paths = [*sorted(PACKAGE.rglob("*.py")), *sorted((root / "bench").glob("*.py")), *sorted((root / "studies").glob("*.py")),
-             *sorted(cpp.rglob("*.cpp")), *sorted(cpp.rglob("*.h"))]
-    long = {str(path.relative_to(PACKAGE.parent)): lines for path in paths
-            if (lines := len(path.read_text(encoding="utf8").splitlines())) > 400}
-    assert not long, long

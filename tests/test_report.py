@@ -489,3 +489,29 @@ def test_step_in_run_is_read_from_results_saved_under_its_old_name(tmp_path):
     written = markdown_rows(section((tmp_path / "graphs-before-step-in-run.md").read_text(), "cuda"),
                             "**The timed training run of every implementation on cuda")
     assert {row[0]: row[1:4] for row in written[2:]}["python-graphs"] == ["width 1, batch 64", "938", "1.600"]
+
+
+def test_the_workers_start_up_parts_are_tabled_where_saved(tmp_path):
+    """A training run saved with its worker's start-up parts (docs/method.md#a-workers-start-up-in-parts) gets a row
+    of them beside the start seen from pytest; a part no run on that device has (CUDA's on cpu) gets no column, and a
+    result saved without them gets no table."""
+    result = json.loads(COMPLETE.read_text())
+    out, _ = cli.render(COMPLETE, result, "markdown")
+    assert "Worker start-up of the training runs" not in out
+    parts = {"cpu": {"imports": 2.1, "trainer": 0.2, "timer_floor": 0.05},
+             "cuda": {"imports": 2.2, "cuda_init": 0.4, "trainer": 0.25, "timer_floor": 0.06, "pci_bus_id": 0.001}}
+    for bench in result["benchmarks"]:
+        info = bench["extra_info"]
+        if info.get("phase") == "training_run" and info["implementation"] == "python":
+            info["startup_parts_s"] = [parts[info["device"]]]
+            info["startup_parts_median_s"] = parts[info["device"]]
+    path = tmp_path / "with-parts.json"
+    path.write_text(json.dumps(result))
+    out, _ = cli.render(path, result, "markdown")
+    cpu = markdown_rows(section(out, "cpu"), "**Worker start-up of the training runs on cpu")
+    assert cpu[0] == ["Implementation", "Workload", "Start-up seen from pytest (s)", "Imports (s)", "Trainer (s)",
+                      "Timer floor (s)"]
+    assert cpu[2:] == [["python", "width 1, batch 64", "2.500", "2.100", "0.200", "0.050"]]
+    cuda = markdown_rows(section(out, "cuda"), "**Worker start-up of the training runs on cuda")
+    assert cuda[0][3:] == ["Imports (s)", "CUDA init (s)", "Trainer (s)", "Timer floor (s)", "Bus id (s)"]
+    assert cuda[2:] == [["python", "width 1, batch 64", "3.000", "2.200", "0.400", "0.250", "0.060", "0.001"]]

@@ -6,6 +6,7 @@ generated files are its README's to cite, not these pages'."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -151,3 +152,50 @@ def test_an_uncited_file_a_missing_row_and_data_in_docs_are_found(tmp_path):
 
     write(f"{pages_dir}/big.png", "x" * DOCS_LIMIT)
     assert docs_problems(tmp_path)[-1] == f"docs/: {size(tmp_path / 'docs')} bytes, not under {DOCS_LIMIT}"
+
+
+# A page naming the current method: "the current method is N", "method N is current".
+CURRENT_METHOD = re.compile(r"current method is (\d+)|method (\d+) is (?:the )?current", re.I)
+# The README's answer: the saved file its answer section cites first.
+ANSWER_FILE = re.compile(r"`(results/answer/[\w.-]+\.json)`")
+
+
+def current_method_problems(root: Path) -> list[str]:
+    """Each page that names a method other than phasebench/method.py's as current, and an answer in the README
+    whose saved result is of another method."""
+    from phasebench.method import METHOD_VERSION
+
+    problems = []
+    for page in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
+        for match in CURRENT_METHOD.finditer(page.read_text(encoding="utf8")):
+            named = int(match.group(1) or match.group(2))
+            if named != METHOD_VERSION:
+                problems.append(f"{page.relative_to(root)}: names method {named} as current, the code's is "
+                                f"{METHOD_VERSION}")
+    readme = (root / "README.md").read_text(encoding="utf8")
+    answer = ANSWER_FILE.search(readme.split("## The answer", 1)[-1])
+    if answer is None:
+        problems.append("README.md: its answer cites no saved result under results/answer/")
+    else:
+        method = json.loads((root / answer.group(1)).read_text())["machine_info"]["phasebench"].get("method") or 1
+        if method != METHOD_VERSION:
+            problems.append(f"README.md: its answer, {answer.group(1)}, is of method {method}, the code's is "
+                            f"{METHOD_VERSION}")
+    return problems
+
+
+def test_no_page_names_another_method_as_current_and_the_answer_is_of_the_current_method():
+    assert not current_method_problems(ROOT)
+
+
+def test_a_page_naming_an_old_method_as_current_is_found(tmp_path):
+    from phasebench.method import METHOD_VERSION
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "results" / "answer").mkdir(parents=True)
+    (tmp_path / "docs" / "results.md").write_text(f"The current method is {METHOD_VERSION - 1}.\n")
+    (tmp_path / "results" / "answer" / "run.json").write_text(
+        json.dumps({"machine_info": {"phasebench": {"method": METHOD_VERSION - 2}}}))
+    (tmp_path / "README.md").write_text("## The answer\n\nsaved in `results/answer/run.json`\n")
+    found = current_method_problems(tmp_path)
+    assert len(found) == 2 and "docs/results.md: names method" in found[0] and "README.md: its answer" in found[1]

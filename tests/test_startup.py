@@ -1,9 +1,10 @@
 """What pytest's own process and a worker's start do before any clock (docs/architecture.md): pytest imports no
 torch and touches no CUDA while it starts and collects; each worker's set-up clock starts after its language's
-libraries are loaded, in both languages alike."""
+libraries are loaded, in both languages alike, and each worker reports where its start went, in parts."""
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -91,3 +92,27 @@ def test_a_probe_answer_is_handed_on_only_under_its_own_key(monkeypatch):
         assert machine.probe() == {"threads": len(asked)}
     finally:
         machine.probe.cache_clear()
+
+
+@pytest.mark.parametrize("impl", ["python", "cpp"])
+def test_a_workers_start_reports_its_parts(new_worker, settings, tmp_path, impl):
+    """Each worker's Started reply says where its start went (docs/method.md#a-workers-start-up-in-parts): on cpu its
+    imports, its trainer's construction and its timer floor, with no CUDA initialization and no bus id; each part is
+    non-negative, the set-up clock holds the trainer's, and together they fit in the start as pytest saw it, from
+    just before the spawn to the reply. A restart in the same process counts no imports from the process's creation."""
+    from phasebench.spec import DEFAULT
+    from phasebench.worker import protocol
+
+    worker = new_worker(impl, "cpu")()
+    ready_ns = time.perf_counter_ns()
+    try:
+        parts = worker.info.startup_parts_ns
+        assert sorted(parts) == ["imports", "timer_floor", "trainer"], parts
+        assert all(isinstance(ns, int) and ns >= 0 for ns in parts.values()), parts
+        assert parts["imports"] > 0 and parts["trainer"] <= worker.info.setup_ns, (parts, worker.info.setup_ns)
+        assert sum(parts.values()) <= ready_ns - worker.started_ns, (parts, ready_ns - worker.started_ns)
+        options = settings.worker_options("cpu", str(tmp_path / "restarted.log"), impl, DEFAULT)
+        again = worker.request(protocol.Start(options)).startup_parts_ns
+        assert sorted(again) == sorted(parts) and again["imports"] < parts["imports"], (again, parts)
+    finally:
+        worker.stop()

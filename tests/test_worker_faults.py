@@ -1,7 +1,7 @@
 """Faults of one worker (docs/faults.md#faults-and-bad-input): a worker that dies or hangs is reported with the
-signal or the timeout, a request interrupted by Ctrl-C kills its worker, the pool replaces a dead worker and
-releases one no later case needs, a request the worker does not know is an error reply, and a sanitizer report
-is reported in full.
+signal or the timeout, a request interrupted by Ctrl-C kills its worker, the pool replaces a dead worker,
+releases one no later case needs and starts no worker again whose start failed, a request the worker does not know
+is an error reply, and a sanitizer report is reported in full.
 
 Faults are made on purpose with the testing worker's knob (tests/knobs_worker.py): the "fault" request."""
 
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from phasebench.spec import Workload
 from phasebench.worker import protocol
 from phasebench.worker.client import WorkerDied, WorkerError, WorkerPool
 from tests.knobs_worker import Fault
@@ -181,3 +182,30 @@ def test_a_replacement_that_fails_to_start_leaves_nothing_closed_twice():
         pool.get("cpp", "cpu")  # closes the dead one; its replacement fails to start
     pool.stop_all()
     assert closes == made
+
+
+def test_a_worker_that_failed_to_start_is_not_started_again(new_worker):
+    """A start that fails (here the C++ trainer refusing a loader it does not know) is remembered by the pool: the
+    next case that asks for that worker fails at once with the first start's message, and no process is spawned for
+    it. Another workload's worker is that worker's own, started when asked for."""
+    spawn = new_worker("cpp", "cpu", loader="no-such-loader")
+    spawned = []
+
+    def make(impl, device, workload, library):
+        spawned.append(workload)
+        return spawn()
+
+    pool = WorkerPool(make)
+    try:
+        with pytest.raises(WorkerError) as first:
+            pool.get("cpp", "cpu")
+        assert "no-such-loader" in str(first.value)
+        with pytest.raises(RuntimeError) as again:
+            pool.get("cpp", "cpu")
+        assert len(spawned) == 1, f"a failed start was started again: {len(spawned)} processes for one worker"
+        assert str(first.value) in str(again.value) and "not started again" in str(again.value), str(again.value)
+        with pytest.raises(WorkerError):
+            pool.get("cpp", "cpu", Workload(2, 64))
+        assert len(spawned) == 2
+    finally:
+        pool.stop_all()

@@ -19,7 +19,7 @@ extern "C" {
 #define PB_ERROR 1
 /* Bumped whenever a struct or a signature below changes: phasebench/worker/cpp_lib.py refuses a library whose
  * pb_abi_version() differs (or that lacks it), instead of misreading memory. */
-#define PB_ABI_VERSION 8
+#define PB_ABI_VERSION 9
 
 /* A session: one model, optimizer and data loader. Its handle is a token (a slot and a generation), never an
  * address; 0 is no session, and a destroyed session's token stays refused. */
@@ -40,7 +40,25 @@ typedef struct {
                                split normalized once, on the device on cuda); NULL is "published" */
     const char* step;       /* "eager" (NULL) or "graphs": the whole step captured into CUDA graphs, one per batch
                                shape, after warm-up steps, and replayed (cuda only) */
+    /* Appended in ABI 9. 1: the equivalence tests' numerics, set in the process's LibTorch before the session is
+     * built (deterministic algorithms, cuDNN deterministic without its benchmark, no TF32 in convolutions or matrix
+     * products; phasebench/determinism.py); cuBLAS's workspace comes from the environment
+     * (CUBLAS_WORKSPACE_CONFIG=:4096:8 before CUDA loads). 0: nothing is set (every timed worker). Else refused. */
+    int32_t deterministic;
 } pb_options;
+
+/* The numerics settings in effect in this process's LibTorch (at::globalContext()), as pb_read_numerics reads them
+ * back: 1 or 0 each. */
+typedef struct {
+    int64_t struct_size;                 /* sizeof(pb_numerics_flags) as the caller knows it; another is refused */
+    int32_t deterministic_algorithms;    /* deterministicAlgorithms() */
+    int32_t cudnn_deterministic;         /* deterministicCuDNN() */
+    int32_t cudnn_benchmark;             /* benchmarkCuDNN() */
+    int32_t allow_tf32_cudnn;            /* allowTF32CuDNN() */
+    int32_t allow_tf32_matmul;           /* allowTF32CuBLAS() */
+    int32_t cublas_workspace_config_set; /* 1: CUBLAS_WORKSPACE_CONFIG is in the process's environment */
+    char cublas_workspace_config[64];    /* its value, NUL-terminated ("" where unset); a longer one is refused */
+} pb_numerics_flags;
 
 /* What a phase produced, so that a plain test can check it did real work. The checks are -1
  * (integers) or NaN (doubles) where a phase has none (docs/method.md#what-is-measured). A round run with the
@@ -66,12 +84,21 @@ typedef struct {
     double moved;            /* param_update: max |w - w0| of conv1.weight */
     int64_t minor_faults;    /* the process's minor and major page faults across the round (getrusage, */
     int64_t major_faults;    /* read just outside the clock) */
+    /* Appended in ABI 9, after every earlier field, which keep their offsets. On cuda only; -1 on cpu, and in a
+     * library built without the CUDA runtime's headers (docs/method.md#what-is-measured): */
+    int64_t host_cpu_ns;     /* the CPU time of the thread that ran the body up to its end, before the closing
+                                synchronize (thread_cpu_ns includes that synchronize, which can spin) */
+    int64_t gpu_ns;          /* the time between CUDA events recorded on the current stream just before and just
+                                after the body (the stream's span, docs/gpu.md#host-cpu-and-gpu-time) */
 } pb_result;
 
 const char* pb_last_error(void);
 
 /* PB_ABI_VERSION as this library was built. */
 int pb_abi_version(int32_t* version);
+
+/* The process's numerics flags (pb_numerics_flags), read from LibTorch and the environment: no session needed. */
+int pb_read_numerics(pb_numerics_flags* flags);
 
 /* The library copies what it needs of the options' strings: the caller may free or change them once pb_create
  * has returned. */
@@ -92,7 +119,8 @@ int pb_run_phase_names(pb_session session, char* buffer, int64_t capacity);
 int pb_threads(pb_session session, int32_t* threads);
 
 /* Release what earlier rounds left, prepare the phase untimed, then time its body: synchronize,
- * clock, body, synchronize, clock. Also "loss_item" and "noop", which are not training phases.
+ * clock, body, synchronize, clock (on cuda: an event recorded on each side of the body, and the thread's CPU time
+ * read before the closing synchronize). Also "loss_item" and "noop", which are not training phases.
  * "graph_capture" (step "graphs") runs once per session: a second request is an error; a phase that
  * steps before it runs its warm-up steps and the capture first, untimed. */
 int pb_run_phase(pb_session session, const char* phase, int64_t* duration_ns, pb_result* result);

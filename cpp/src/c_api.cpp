@@ -2,7 +2,10 @@
 // session through session_of() (c_api.h), then asks the trainer.
 #include "c_api.h"
 
+#include <ATen/Context.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <tuple>
 
 using namespace phasebench;
@@ -49,6 +52,30 @@ int pb_abi_version(int32_t* version) {
   return guarded([&] {
     require(version, "version output");
     *version = PB_ABI_VERSION;
+  });
+}
+
+int pb_read_numerics(pb_numerics_flags* flags) {
+  return guarded([&] {
+    require(flags, "numerics flags output");
+    if (flags->struct_size != static_cast<int64_t>(sizeof(pb_numerics_flags)))
+      throw std::invalid_argument("pb_numerics_flags of " + std::to_string(flags->struct_size) +
+                                  " bytes, this library's has " + std::to_string(sizeof(pb_numerics_flags)) +
+                                  ": the bindings and the library come from different sources");
+    const auto& context = at::globalContext();
+    const char* workspace = std::getenv("CUBLAS_WORKSPACE_CONFIG");
+    const std::string value = workspace ? workspace : "";
+    if (value.size() >= sizeof(flags->cublas_workspace_config))
+      throw std::length_error("CUBLAS_WORKSPACE_CONFIG of " + std::to_string(value.size()) + " bytes, at most " +
+                              std::to_string(sizeof(flags->cublas_workspace_config) - 1) + " are read");
+    flags->deterministic_algorithms = context.deterministicAlgorithms();
+    flags->cudnn_deterministic = context.deterministicCuDNN();
+    flags->cudnn_benchmark = context.benchmarkCuDNN();
+    flags->allow_tf32_cudnn = context.allowTF32CuDNN();
+    flags->allow_tf32_matmul = context.allowTF32CuBLAS();
+    flags->cublas_workspace_config_set = workspace != nullptr;
+    std::memset(flags->cublas_workspace_config, 0, sizeof(flags->cublas_workspace_config));
+    std::memcpy(flags->cublas_workspace_config, value.data(), value.size());
   });
 }
 

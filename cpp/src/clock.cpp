@@ -1,12 +1,16 @@
-// clock.cpp: the clock around a phase's body (docs/method.md#what-is-measured), the synchronization it needs on
-// cuda, the page faults read just outside it, and (the testing build only) the slow knob that spins inside it.
+// clock.cpp: the clock around a phase's body (docs/method.md#what-is-measured), the synchronization and the timing
+// events it needs on cuda, the page faults read just outside it, and (the testing build only) the slow knob that
+// spins inside it.
 #include "clock.h"
 
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <optional>
 #include <vector>
 
 namespace phasebench {
@@ -37,20 +41,48 @@ void sync(const torch::Device& device) {
   if (device.is_cuda()) at::detail::getCUDAHooks().deviceSynchronize(device.index());
 }
 
+// BACKEND_DEFAULT: timing on (c10's default, PYTORCH_DEFAULT, turns it off).
+BodyEvents::BodyEvents(const torch::Device& device)
+    : device_(device),
+      start_(device.type(), c10::EventFlag::BACKEND_DEFAULT),
+      end_(device.type(), c10::EventFlag::BACKEND_DEFAULT) {
+  const auto stream = current_stream();
+  record_start(stream);
+  record_end(stream);
+  sync(device_);
+}
+
+c10::Stream BodyEvents::current_stream() const {
+  return c10::impl::VirtualGuardImpl(device_.type()).getStream(device_);
+}
+
+int64_t BodyEvents::elapsed_ns() const { return std::llround(start_.elapsedTime(end_) * 1e6); }  // milliseconds
+
 // On cpu nothing but the body between the two clock reads. The process CPU time is read just outside them.
-Timing timed(const torch::Device& device, const std::function<void()>& body) {
+Timing timed(const torch::Device& device, const std::function<void()>& body, BodyEvents* events) {
   if (counting_phases()) return counted(body);  // the instruction-count mode: the bracket instead of the clock
   if (device.is_cuda()) {
+    const std::optional<c10::Stream> stream =
+        events ? std::optional<c10::Stream>(events->current_stream()) : std::nullopt;  // outside the clock
     sync(device);
     const int64_t cpu_start = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID),
                   thread_start = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     const auto start = std::chrono::steady_clock::now();
+    // Between the wall clock's reads beside the body: the two event records, each an enqueue that waits for
+    // nothing, recorded here since an event marks its stream's place when it is recorded; and the read of the host
+    // CPU time, which must come before the closing synchronize it leaves out (a synchronize can spin).
+    if (events) events->record_start(*stream);
     body();
+    if (events) events->record_end(*stream);
+    const int64_t host_end = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     sync(device);
     const auto end = std::chrono::steady_clock::now();
-    return {std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count(),
-            cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu_start,
-            cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID) - thread_start};
+    Timing timing{std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count(),
+                  cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu_start,
+                  cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID) - thread_start};
+    timing.host_cpu_ns = host_end - thread_start;
+    if (events) timing.gpu_ns = events->elapsed_ns();  // both events are complete after the synchronize
+    return timing;
   }
   const int64_t cpu_start = cpu_clock_ns(CLOCK_PROCESS_CPUTIME_ID),
                 thread_start = cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID);
@@ -62,10 +94,10 @@ Timing timed(const torch::Device& device, const std::function<void()>& body) {
           cpu_clock_ns(CLOCK_THREAD_CPUTIME_ID) - thread_start};
 }
 
-int64_t timer_floor(const torch::Device& device) {
+int64_t timer_floor(const torch::Device& device, BodyEvents* events) {
   const std::function<void()> noop = [] {};
   std::vector<int64_t> times(kFloorRounds);
-  for (auto& t : times) t = timed(device, noop).ns;
+  for (auto& t : times) t = timed(device, noop, events).ns;
   std::nth_element(times.begin(), times.begin() + kFloorRounds / 2, times.end());
   return times[kFloorRounds / 2];
 }

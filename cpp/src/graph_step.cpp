@@ -1,6 +1,6 @@
 // graph_step.cpp: the CUDA-graph step (cpp-graphs; docs/gpu.md#cuda-graphs-and-torchcompile): after warm-up
 // steps, the whole step captured into one CUDA graph per batch shape, then replayed. Its twin is
-// phasebench/train/trainer.py's capture_graphs, which says why each detail.
+// phasebench/train/steps.py's GraphStep, which says why each detail.
 #include "trainer.h"
 
 // CUDA graphs need the CUDA runtime's headers, which a CPU-only machine may lack: phasebench/worker/build.py
@@ -13,6 +13,8 @@
 #endif
 
 #include <map>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 
 namespace phasebench {
@@ -53,11 +55,12 @@ class GraphStep : public Step {
   bool ready() const override { return !graphs_.empty(); }
 
   // One CUDA graph per batch shape, each capturing forward, loss, backward and SGD's step. Capture runs
-  // nothing: the model does not train here.
+  // nothing: the model does not train here. A shape no warm-up step ran is warmed up first.
   void run_one_shot(Trainer& trainer) override {
     const auto& device = trainer.device();
     auto& model = trainer.model();
     for (const int64_t rows : trainer.batch_shapes()) {
+      if (!warmed_shapes_.contains(rows)) warm_up_shape(trainer, rows);
       CapturedStep captured;
       captured.data = torch::zeros({rows, 1, kImageSide, kImageSide}, torch::TensorOptions(device));
       captured.target = torch::zeros({rows}, torch::TensorOptions(device).dtype(torch::kInt64));
@@ -104,6 +107,7 @@ class GraphStep : public Step {
     on_side_stream(trainer.device(), [&] { eager_step(trainer); });
     sync(trainer.device());
     ++warmup_steps_;
+    warmed_shapes_.insert(trainer.tensors().data.size(0));
   }
 
   bool holds(const torch::Tensor& t) const override {
@@ -114,11 +118,42 @@ class GraphStep : public Step {
   void reset() override {  // a new model needs its own capture
     graphs_.clear();
     warmup_steps_ = 0;
+    warmed_shapes_.clear();
   }
 
  private:
+  // Forward, loss and backward of a batch of `rows` zeros on a side stream: the capture recipe runs every shape
+  // it captures eagerly on a side stream first, and the warm-up steps run the shapes of their batches only (full
+  // ones), never the remainder that ends an epoch. It trains nothing: no optimizer step (SGD's work does not
+  // depend on the batch's rows, and the warm-up steps ran it), the gradients are unset again, and the device's
+  // generator is put back, so the steps draw the dropout masks they would have drawn. As steps.py's
+  // GraphStep.warm_up_shape.
+  void warm_up_shape(Trainer& trainer, int64_t rows) {
+    const auto& device = trainer.device();
+    auto& model = trainer.model();
+    const auto data = torch::zeros({rows, 1, kImageSide, kImageSide}, torch::TensorOptions(device));
+    const auto target = torch::zeros({rows}, torch::TensorOptions(device).dtype(torch::kInt64));
+    auto generator = at::globalContext().defaultGenerator(device);
+    torch::Tensor generator_state;
+    {
+      std::lock_guard<std::mutex> lock(generator.mutex());  // not held across the forward: dropout takes it
+      generator_state = generator.get_state();
+    }
+    model.zero_grad();
+    sync(device);
+    on_side_stream(device, [&] { torch::nll_loss(model.forward(data), target).backward(); });
+    sync(device);
+    model.zero_grad();
+    {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(generator_state);
+    }
+    warmed_shapes_.insert(rows);
+  }
+
   std::map<int64_t, CapturedStep> graphs_;  // by batch rows
   int64_t warmup_steps_ = 0;
+  std::set<int64_t> warmed_shapes_;  // the batch rows a warm-up ran on a side stream, for this model
   int64_t full_rows_ = 0;
 };
 

@@ -24,8 +24,9 @@ struct RunPhase {
 // Runs the run's phases: each timed into its total where the run synchronizes, else run bare.
 class RunClock {
  public:
-  RunClock(const torch::Device& device, bool synchronize, std::vector<std::string> names, RunTotals& totals)
-      : device_(device), synchronize_(synchronize), names_(std::move(names)), totals_(totals) {
+  RunClock(const torch::Device& device, BodyEvents* events, bool synchronize, std::vector<std::string> names,
+           RunTotals& totals)
+      : device_(device), events_(events), synchronize_(synchronize), names_(std::move(names)), totals_(totals) {
     totals_.phase_ns.assign(names_.size(), 0);
   }
 
@@ -37,7 +38,7 @@ class RunClock {
 
   void run(const RunPhase& phase) {
     if (synchronize_ || phase.always_timed) {
-      const Timing timing = timed(device_, phase.body);
+      const Timing timing = timed(device_, phase.body, events_);  // as a phase's round is timed
       totals_.phase_ns[phase.total] += timing.ns;
       totals_.cpu_ns += timing.cpu_ns;
     } else {
@@ -47,6 +48,7 @@ class RunClock {
 
  private:
   const torch::Device& device_;
+  BodyEvents* events_;
   bool synchronize_;
   std::vector<std::string> names_;
   RunTotals& totals_;
@@ -65,7 +67,7 @@ std::vector<std::string> Trainer::run_phase_names() const {
 // The frees that fall inside a phase's clock stay there, as in the published program.
 RunTotals Trainer::train(const RunOptions& options) {
   RunTotals totals;
-  RunClock clock(device(), options.synchronize, run_phase_names(), totals);
+  RunClock clock(device(), events_.get(), options.synchronize, run_phase_names(), totals);
   auto phase = [&](const std::string& name, std::function<void()> body, bool always_timed = false) {
 #if PHASEBENCH_TESTING
     // The testing build's slow knob names a phase; in the run, train_step's total is step_in_run.

@@ -5,7 +5,11 @@
 
 #include "c_api.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <atomic>
 #include <chrono>
+#include <limits>
 
 namespace phasebench {
 
@@ -38,6 +42,40 @@ std::shared_ptr<Hold> hold_of(pb_session session) {
   if (!hold) throw std::logic_error("no hold: call pb_testing_hold_phase first");
   return hold;
 }
+
+// CUDA's device guard implementation as a machine with a current GPU would report it, without a driver: getDevice
+// is `current`, and setDevice records the index it receives. Streams and events stay the no-op ones.
+struct FakeCudaGuardImpl final : c10::impl::NoOpDeviceGuardImpl<c10::DeviceType::CUDA> {
+  explicit FakeCudaGuardImpl(c10::DeviceIndex current) : current(current) {}
+
+  c10::Device getDevice() const override { return {c10::DeviceType::CUDA, current}; }
+  void setDevice(c10::Device device) const override { set_index = device.index(); }
+  void uncheckedSetDevice(c10::Device device) const noexcept override { set_index = device.index(); }
+  c10::Device exchangeDevice(c10::Device device) const override {
+    set_index = device.index();
+    return getDevice();
+  }
+
+  const c10::DeviceIndex current;
+  mutable c10::DeviceIndex set_index = -1;
+};
+
+// c10's registry entry for CUDA's device guard implementation, `impl` for this object's lifetime: the one it replaced
+// is put back when the object ends, by an exception too.
+class CudaGuardImplInstalled {
+ public:
+  explicit CudaGuardImplInstalled(const c10::impl::DeviceGuardImplInterface* impl)
+      : replaced_(entry().exchange(impl)) {}
+  ~CudaGuardImplInstalled() { entry().store(replaced_); }
+  CudaGuardImplInstalled(const CudaGuardImplInstalled&) = delete;
+  CudaGuardImplInstalled& operator=(const CudaGuardImplInstalled&) = delete;
+
+ private:
+  static std::atomic<const c10::impl::DeviceGuardImplInterface*>& entry() {
+    return c10::impl::device_guard_impl_registry[static_cast<size_t>(c10::DeviceType::CUDA)];
+  }
+  const c10::impl::DeviceGuardImplInterface* const replaced_;
+};
 
 }  // namespace
 
@@ -77,6 +115,25 @@ int pb_testing_await_hold(pb_session session, int64_t timeout_ms, int32_t* waiti
 
 int pb_testing_release_hold(pb_session session) {
   return guarded([&] { hold_of(session)->release(); });
+}
+
+int pb_testing_resolve_cuda_device(const char* name, int32_t current_index, char* buffer, int64_t capacity,
+                                   int32_t* set_index) {
+  return guarded([&] {
+    require(name, "device name");
+    require(set_index, "set_index output");
+    if (current_index < 0 || current_index > std::numeric_limits<c10::DeviceIndex>::max())
+      throw std::invalid_argument("current index " + std::to_string(current_index) + " is no CUDA device index");
+    const torch::Device requested(name);
+    const FakeCudaGuardImpl fake(static_cast<c10::DeviceIndex>(current_index));
+    std::string resolved;
+    {
+      const CudaGuardImplInstalled installed(&fake);
+      resolved = resolve_device(requested).str();
+    }
+    copy_out(resolved, buffer, capacity);
+    *set_index = fake.set_index;
+  });
 }
 
 }  // extern "C"

@@ -2,7 +2,9 @@
 // Its phases are in phases.cpp, its training run in run.cpp.
 #include "trainer.h"
 
+#include <ATen/Context.h>
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/cuda.h>
 
 #include <algorithm>
@@ -16,11 +18,35 @@ torch::Device checked_device(const char* name) {
   torch::Device device(name ? name : "cpu");
   if (device.is_cuda() && !torch::cuda::is_available())
     throw std::runtime_error("device " + device.str() + " requested but CUDA is not available");
-  if (device.is_cuda() && !device.has_index()) device = torch::Device(torch::kCUDA, 0);
-  return device;
+  return resolve_device(device);
+}
+
+// The equivalence tests' numerics, as phasebench/determinism.py sets them in Python's torch: deterministic algorithms
+// (torch's check that cuBLAS has a fixed workspace included), cuDNN's deterministic algorithms chosen by its
+// heuristics rather than timed, and float32 convolutions and matrix products in float32, not TF32. They are the
+// process's, as Python's flags are; a timed session never sets them.
+void make_deterministic() {
+  auto& context = at::globalContext();
+  context.setDeterministicAlgorithms(true, /*warn_only=*/false);
+  context.setDeterministicCuDNN(true);
+  context.setBenchmarkCuDNN(false);
+  context.setAllowTF32CuDNN(false);
+  context.setAllowTF32CuBLAS(false);
 }
 
 }  // namespace
+
+torch::Device resolve_device(torch::Device device) {
+  if (!device.is_cuda()) return device;
+  // A bare "cuda" is the current device, as phasebench/devices.py maps it for Python; made current, as Python's
+  // torch.cuda.set_device does, so that both workers' streams, events and synchronization are that device's.
+  // Through the device guard's implementation, as c10::DeviceGuard does: the CUDA hooks' own setCurrentDevice
+  // and getCurrentDevice are not implemented in every LibTorch (2.11's refuse the call).
+  const auto* cuda = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+  if (!device.has_index()) device = cuda->getDevice();
+  cuda->setDevice(device);
+  return device;
+}
 
 Settings::Settings(const pb_options& options)
     : data_root(options.data_root ? options.data_root : ""),
@@ -32,16 +58,22 @@ Settings::Settings(const pb_options& options)
       width(options.width),
       batch_size(options.batch_size),
       loader(options.loader ? options.loader : "published"),
-      step(options.step ? options.step : "eager") {
+      step(options.step ? options.step : "eager"),
+      deterministic(options.deterministic == 1) {
+  if (options.deterministic != 0 && options.deterministic != 1)
+    throw std::invalid_argument("deterministic " + std::to_string(options.deterministic) + ": 1 (on) or 0 (off)");
   if (width < 1 || batch_size < 1)
     throw std::invalid_argument("width and batch size must be at least 1, got " + std::to_string(width) + " and " +
                                 std::to_string(batch_size));
   check_loader(loader);
+  // Before the step, the data and the model touch the device (the settings are the trainer's first member).
+  if (deterministic) make_deterministic();
 }
 
 // The settings are checked and the step made before either split is read.
 Trainer::Trainer(const pb_options& options)
     : settings_(options),
+      events_(settings_.device.is_cuda() ? std::make_unique<BodyEvents>(settings_.device) : nullptr),
       step_(make_step(settings_.step, settings_.device)),
       mnist_(load_mnist(settings_.data_root, /*train=*/true)),
       // Both splits before training, as the published program opens them. It also sets glibc's heap
@@ -126,6 +158,8 @@ Timing Trainer::run_phase(const std::string& name, pb_result* result) {
     result->leftovers = leftovers;
     result->cpu_ns = timing.cpu_ns;
     result->thread_cpu_ns = timing.thread_cpu_ns;
+    result->host_cpu_ns = timing.host_cpu_ns;
+    result->gpu_ns = timing.gpu_ns;
     result->minor_faults = faults_after.first - faults_before.first;
     result->major_faults = faults_after.second - faults_before.second;
   }

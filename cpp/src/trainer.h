@@ -44,14 +44,21 @@ struct Settings {
   explicit Settings(const pb_options& options);
 
   std::string data_root;
-  torch::Device device;  // "cuda" is "cuda:0"
+  torch::Device device;  // with its index where it is cuda (resolve_device)
   std::string log_path;  // empty: stdout
   int32_t threads;
   int64_t seed;
   double dropout;
   int64_t width, batch_size;
   std::string loader, step;
+  bool deterministic;  // pb_options.deterministic: the equivalence tests' numerics, set by the constructor
 };
+
+// A device as the trainer runs on it: a cuda one with its index (a bare "cuda" is the current CUDA device) and made
+// the current device; any other unchanged. Through c10's device guard implementation for CUDA, the one
+// c10::DeviceGuard calls, so that the testing build can check it with a fake one on a machine without a GPU
+// (pb_testing_resolve_cuda_device). The caller has checked that CUDA is available.
+torch::Device resolve_device(torch::Device device);
 
 // What a phase needs of the step before its clock (Trainer::run_phase).
 enum class Uses {
@@ -100,7 +107,7 @@ class Trainer {
   // pb_set_round_checks: whether run_phase's rounds do what proves their work (the leftovers' weak references, what
   // the product is checked against, the product); read once per round, outside the clock.
   void set_round_checks(bool on) { round_checks_ = on; }
-  int64_t timer_floor() const { return phasebench::timer_floor(device()); }
+  int64_t timer_floor() const { return phasebench::timer_floor(device(), events_.get()); }
 #if PHASEBENCH_TESTING
   void set_slow_knob(SlowKnob knob);
   // The knob's hold, where it has one. Safe while another thread's call runs: nothing here changes the knob.
@@ -150,7 +157,7 @@ class Trainer {
   }
 
  private:
-  Timing timed(const std::function<void()>& body) const { return phasebench::timed(device(), body); }
+  Timing timed(const std::function<void()>& body) const { return phasebench::timed(device(), body, events_.get()); }
 
   void build_model();
   void load_batch();
@@ -168,6 +175,7 @@ class Trainer {
   std::vector<Phase> make_phases();  // phases.cpp
 
   Settings settings_;
+  std::unique_ptr<BodyEvents> events_;  // cuda only: every clock's timing events (clock.h)
   std::unique_ptr<Step> step_;
   torch::data::datasets::MNIST mnist_;
   torch::data::datasets::MNIST test_;

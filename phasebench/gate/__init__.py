@@ -8,8 +8,10 @@ reads saved results; tests/test_layers.py checks that no import goes in a circle
   the phases no gate judges (is_gated);
 - stats: Student's t, the paired change with its interval, the change either way;
 - compare: a run against one baseline (--benchmark-compare, phasebench/plugin/gating.py): the median ratio of
-  every implementation to its reference (--phase-ratio-fail), and a comparison that compared nothing;
-- decide: the pull-request gate's decision on paired runs of base and head, and its table;
+  every implementation to its reference (--phase-ratio-fail), a comparison that compared nothing, and what of
+  machine_info is each run's own and left out of comparing it;
+- decide: the pull-request gate's decision on paired runs of base and head, and its table, whose first line is the
+  verdict (after a confirming rerun, the rerun's);
 - paired: its command, `python -m phasebench.gate.paired --base … --head …` (.ci/bench-pr);
 - cli: `python -m phasebench.gate BASELINE RESULT`, the table for one pair of saved results, without intervals;
 - counts: the instruction-count gate, `python -m phasebench.gate.counts` (.ci/bench-pr-count), with its thresholds

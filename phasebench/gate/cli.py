@@ -1,4 +1,4 @@
-"""`python -m phasebench.gate BASELINE RESULT` (files, or run numbers or names as --benchmark-compare takes them):
+"""`python -m phasebench.gate BASELINE RESULT` (files, run numbers, names or globs, as phasebench.report takes them):
 how every benchmark's median and every implementation/reference ratio moved between two saved results, in
 phasebench.gate.paired's table (one run a side gives no interval: .ci/bench-pr's interleaved runs decide).
 """
@@ -15,21 +15,17 @@ PROG = "phasebench.gate"
 
 
 def _load(name: str, storage: str) -> tuple[str, dict]:
-    """A saved result named as phasebench.report and --benchmark-compare take it (a path, a run number, a name),
-    and its path."""
-    found = results.find_results([name], storage, prog=PROG)
-    if len(found) > 1:
-        raise SystemExit(f"{PROG}: {name} matches {len(found)} saved results ({', '.join(p.name for p in found)}); "
-                         f"name one")
-    path = str(found[0])
+    """A saved result (phasebench.results.find_results: a path, a run number, the name it was saved under, a glob
+    that matches one), and its path."""
+    path = str(results.find_result(name, storage, PROG))
     return path, results.load(path, PROG)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("baseline", help="a saved pytest-benchmark result: a file, or a run number or name as "
-                                         "--benchmark-compare takes it (0001)")
+    parser.add_argument("baseline", help="a saved pytest-benchmark result: a file, a run number (0001), the name it "
+                                         "was saved under (before, for 0001_before.json) or a glob ('*before')")
     parser.add_argument("result", help="another one, of the same benchmarks")
     parser.add_argument("--storage", default=results.DEFAULT_STORAGE,
                         help=f"where saved results are, as --benchmark-storage (default: {results.DEFAULT_STORAGE})")

@@ -1,8 +1,9 @@
 """The gate of a run compared with one saved baseline, beyond pytest-benchmark's own --benchmark-compare-fail
 (phasebench/plugin/gating.py; docs/gating.md#baselines-and-ci-gating): a baseline that shares no benchmark with the run,
 a run in which nothing ran, and with --phase-ratio-fail the median ratio of every implementation to the one the
-registry names as its reference (python/cpp for the published pair), per phase, device and workload; and the
-machine_info differences that pytest-benchmark could not print.
+registry names as its reference (python/cpp for the published pair), per phase, device and workload; what of
+machine_info its comparison leaves out (PER_RUN_KEYS); and the machine_info differences that pytest-benchmark could
+not print.
 """
 
 from __future__ import annotations
@@ -12,6 +13,22 @@ from dataclasses import dataclass
 from phasebench import results
 from phasebench.gate.stats import change_either_way
 from phasebench.gate.verdict import is_gated
+
+# What a run draws or reads anew each time by design, so that two runs of one tree on one machine differ in it: the
+# seed of the run order (--order-seed; the cases' own `order` records where each ran), and the CPU's momentary clock
+# that pytest-benchmark's cpuinfo reads (hz_actual moves with frequency scaling from one reading to the next).
+# A comparison leaves them out: on the same machine it has nothing to say, across machines everything else differs.
+PER_RUN_KEYS = (("phasebench", "order_seed"), ("cpu", "hz_actual"), ("cpu", "hz_actual_friendly"))
+
+
+def without_per_run(machine_info: dict) -> dict:
+    """machine_info less PER_RUN_KEYS: what two runs on one machine share (a new dict; nested ones shared but for the
+    sections a key is left out of, which are copied)."""
+    kept = dict(machine_info)
+    for section, key in PER_RUN_KEYS:
+        if isinstance(kept.get(section), dict) and key in kept[section]:
+            kept[section] = {name: value for name, value in kept[section].items() if name != key}
+    return kept
 
 
 def machine_info_differences(current, saved, prefix: str = "") -> list[str]:

@@ -111,7 +111,10 @@ def decide(base: dict, head: dict, spreads: dict[str, float]) -> list[Row]:
 
 
 def markdown(rows: list[Row], note: str | None = None) -> str:
-    lines = ["## Instruction-count gate (base vs head, `--count instructions`)", ""]
+    """The job summary, its first line the verdict: FAILED with how many regressed, passed, or not comparable."""
+    failed = [r for r in rows if r.verdict.fails]
+    verdict = ("not comparable, passes" if note else f"FAILED, {len(failed)} regressed" if failed else "passed")
+    lines = [f"## Instruction-count gate: {verdict} (base vs head, `--count instructions`)", ""]
     if note:
         return "\n".join(lines + [f"**Not comparable**: {note}. The gate passes.", ""])
     lines += ["| case | base (instructions) | head (instructions) | change | threshold | verdict |",
@@ -121,7 +124,6 @@ def markdown(rows: list[Row], note: str | None = None) -> str:
         threshold = "—" if r.threshold_pct is None else f"{r.threshold_pct:.2f} %"
         cells = ["—" if value is None else f"{value:,.0f}" for value in (r.base, r.head)]
         lines.append(f"| {short(r.case)} | {cells[0]} | {cells[1]} | {change} | {threshold} | {r.verdict.cell()} |")
-    failed = [r for r in rows if r.verdict.fails]
     better = [r for r in rows if r.verdict is Verdict.IMPROVED]
     lines += ["", f"{len(failed)} regression(s), {len(better)} improvement(s) (reported, never failing) of "
                   f"{len(rows)} case(s): the gate {'FAILS' if failed else 'passes'}.", ""]
@@ -131,14 +133,20 @@ def markdown(rows: list[Row], note: str | None = None) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m phasebench.gate.counts", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--base", required=True)
-    parser.add_argument("--head", required=True)
+    parser.add_argument("--base", required=True,
+                        help="base's counted result: a file, or a saved run in --storage by number (0001), name (base, "
+                             "for 0001_base.json) or a glob that matches one")
+    parser.add_argument("--head", required=True, help="head's, the same way")
+    parser.add_argument("--storage", default=results.DEFAULT_STORAGE,
+                        help="where saved runs named by number, name or glob are, as --benchmark-storage (default: "
+                             "%(default)s)")
     parser.add_argument("--spread", type=Path, default=DEFAULT_SPREAD,
                         help="the spread per case measured on an unchanged tree (JSON: {\"spread_pct\": {case: "
                              "percent}}; default: the gate's own, %(default)s)")
     parser.add_argument("--markdown", help="write the table here too (the CI job summary)")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
+    args.base, args.head = (str(results.find_result(name, args.storage, parser.prog)) for name in (args.base, args.head))
     base, head = (results.load(path, parser.prog) for path in (args.base, args.head))
     if results.metric_of(head) != "instructions":
         parser.error(f"{args.head} holds {results.metric_of(head)}: head must be counted (--count instructions)")

@@ -208,14 +208,27 @@ def _quantity(verdict: CaseDecision, value: float) -> str:
     return f"{value:.3f}" if verdict.kind == "ratio" else f"{value * 1e3:.4f} ms"
 
 
-def table(verdicts: list[CaseDecision], threshold: float, ratio_threshold: float) -> str:
-    """The job summary: per case base and head, the change with its interval, significant or not, the verdict."""
-    n = verdicts[0].change.n if verdicts else 0
+def outcome(verdicts: list[CaseDecision]) -> str:
+    """The gate's verdict in a few words: "FAILED, N regressed", "passed", or with one run a side, where no case can
+    be judged (no interval), "no verdict"."""
     failed = [v for v in verdicts if v.failed]
-    lines = [f"**Gate: {'FAILED, ' + str(len(failed)) + ' regressed' if failed else 'passed'}** ({n} paired runs; a "
-             f"case regresses when its change exceeds {threshold:g} % (ratios {ratio_threshold:g} %), its 95 % "
-             f"interval lies above no change, and the slowdown exceeds the case's absolute floor)", "",
-             "| case | base | head | change | 95 % interval | p | significant | floor | verdict |",
+    if failed:
+        return f"FAILED, {len(failed)} regressed"
+    if verdicts and all(v.verdict is Verdict.NOT_DECIDED for v in verdicts):
+        return "no verdict"
+    return "passed"
+
+
+def _rule(verdicts: list[CaseDecision], threshold: float, ratio_threshold: float) -> str:
+    n = verdicts[0].change.n if verdicts else 0
+    if n == 1:
+        return "one run a side: a change has no interval, so no case is judged; .ci/bench-pr's paired runs decide"
+    return (f"{n} paired runs; a case regresses when its change exceeds {threshold:g} % (ratios {ratio_threshold:g} %), "
+            f"its 95 % interval lies above no change, and the slowdown exceeds the case's absolute floor")
+
+
+def _rows(verdicts: list[CaseDecision]) -> list[str]:
+    lines = ["| case | base | head | change | 95 % interval | p | significant | floor | verdict |",
              "|---|---:|---:|---:|---|---:|---|---:|---|"]
     for v in verdicts:
         p = "n/a" if v.change.p_value is None else f"{v.change.p_value:.3f}"
@@ -223,4 +236,28 @@ def table(verdicts: list[CaseDecision], threshold: float, ratio_threshold: float
         mark = v.verdict.cell(v.detail)
         lines.append(f"| {v.case} | {_quantity(v, v.base)} | {_quantity(v, v.head)} | {v.change.estimate * 100:+.1f} % "
                      f"| {v.change.interval()} | {p} | {'yes' if v.change.significant else 'no'} | {floor} | {mark} |")
+    return lines
+
+
+def table(verdicts: list[CaseDecision], threshold: float, ratio_threshold: float) -> str:
+    """The job summary: its first line the verdict, then per case base and head, the change with its interval,
+    significant or not, the verdict."""
+    lines = [f"**Gate: {outcome(verdicts)}** ({_rule(verdicts, threshold, ratio_threshold)})", "", *_rows(verdicts)]
+    return "\n".join(lines) + "\n"
+
+
+def confirmed_table(first: list[CaseDecision], rerun: list[CaseDecision], threshold: float,
+                    ratio_threshold: float) -> str:
+    """The job summary of a gate whose failing cases ran again alone (.ci/bench-pr): the rerun's verdict is the
+    gate's, so its first line is that verdict; then the rerun's table, then the first runs'."""
+    flagged, failed = sum(v.failed for v in first), sum(v.failed for v in rerun)
+    if failed:
+        why = (f"confirmed: {failed} regressed again when the first runs' failing cases ran again alone, of "
+               f"{flagged} in the first runs")
+    else:
+        why = (f"cleared by the rerun: {flagged} regressed in the first runs, none when their cases ran again "
+               f"alone")
+    lines = [f"**Gate: {outcome(rerun)}** ({why}; {_rule(rerun, threshold, ratio_threshold)})", "",
+             "### The failing cases run again alone (the verdict)", "", *_rows(rerun), "",
+             f"### The first runs ({flagged} regressed; their cases were run again alone, above)", "", *_rows(first)]
     return "\n".join(lines) + "\n"

@@ -2,11 +2,13 @@
 docs/gating.md#baselines-and-ci-gating), by phasebench.gate.decide, whose docstring says how a case is judged.
 
     python -m phasebench.gate.paired --base B1.json B2.json … --head H1.json H2.json … [--threshold 10%]
-        [--ratio-threshold 10%] [--markdown FILE] [--failing FILE]
+        [--ratio-threshold 10%] [--markdown FILE] [--failing FILE] [--confirm-base B … --confirm-head H …]
 
-prints every case's verdict and exits 1 when one regressed; where base and head were measured by different methods
-(head changed what a clock holds) it says so and exits 0 without a verdict (`python -m phasebench.gate A B` shows the same table
-for one pair, without intervals).
+prints every case's verdict, the gate's first, and exits 1 when one regressed; where base and head were measured by
+different methods (head changed what a clock holds) it says so and exits 0 without a verdict (`python -m
+phasebench.gate A B` shows the same table for one pair, without intervals). With --confirm-base and --confirm-head,
+the runs of the failing cases run again alone (.ci/bench-pr), theirs is the verdict. Runs are files, or saved runs in
+--storage by number, name or glob (phasebench.results.find_results).
 """
 
 from __future__ import annotations
@@ -14,30 +16,56 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from phasebench.gate.decide import DEFAULT_THRESHOLD, Run, decide, method_change, table
+from phasebench import results
+from phasebench.gate.decide import DEFAULT_THRESHOLD, Run, confirmed_table, decide, method_change, table
 from phasebench.gate.options import parse_percent
+
+PROG = "phasebench.gate.paired"
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--base", nargs="+", required=True, help="base's saved results, in run order")
+    parser = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--base", nargs="+", required=True,
+                        help="base's saved results, in run order: files, or saved runs in --storage by number (0001), "
+                             "name (first-base-1, for 0001_first-base-1.json) or glob ('*first-base-*', in the order "
+                             "saved)")
     parser.add_argument("--head", nargs="+", required=True, help="head's, in the same order (paired with base's)")
+    parser.add_argument("--confirm-base", nargs="+", metavar="BASE",
+                        help="base's runs of the cases that failed in --base and --head, run again alone: their "
+                             "verdict is the gate's (exit status, --failing), the summary opens with it and shows both")
+    parser.add_argument("--confirm-head", nargs="+", metavar="HEAD", help="head's, paired with --confirm-base's")
+    parser.add_argument("--storage", default=results.DEFAULT_STORAGE,
+                        help="where saved runs named by number, name or glob are, as --benchmark-storage (default: "
+                             "%(default)s)")
     parser.add_argument("--threshold", type=parse_percent, default=int(DEFAULT_THRESHOLD), metavar="X%")
     parser.add_argument("--ratio-threshold", type=parse_percent, default=int(DEFAULT_THRESHOLD), metavar="X%")
     parser.add_argument("--markdown", help="also write the table here (the CI job summary)")
     parser.add_argument("--failing", help="write the fullnames of the cases that failed here, one a line")
     args = parser.parse_args(argv)
-    if len(args.base) != len(args.head):
-        parser.error(f"{len(args.base)} base and {len(args.head)} head results: they are compared in pairs")
-    base_runs, head_runs = [Run.load(p) for p in args.base], [Run.load(p) for p in args.head]
-    not_comparable = method_change(base_runs, head_runs)
+    if (args.confirm_base is None) != (args.confirm_head is None):
+        parser.error("--confirm-base and --confirm-head come together: the rerun is paired as the first runs are")
+    stages = [(args.base, args.head)] + ([(args.confirm_base, args.confirm_head)] if args.confirm_base else [])
+    stages = [tuple([str(path) for path in results.find_results(names, args.storage, PROG)] for names in sides)
+              for sides in stages]
+    for base, head in stages:
+        if len(base) != len(head):
+            parser.error(f"{len(base)} base and {len(head)} head results: they are compared in pairs")
+    stages = [([Run.load(p) for p in base], [Run.load(p) for p in head]) for base, head in stages]
+    not_comparable = method_change(*stages[0])
     try:
-        verdicts = [] if not_comparable else decide(base_runs, head_runs, args.threshold, args.ratio_threshold)
+        decided = [] if not_comparable else [decide(base, head, args.threshold, args.ratio_threshold)
+                                             for base, head in stages]
     except ValueError as error:
         raise SystemExit(str(error)) from None
-    if not verdicts and not not_comparable:
+    if not not_comparable and not all(decided):
         raise SystemExit("nothing compared: no case is in every base and head result")
-    text = not_comparable or table(verdicts, args.threshold, args.ratio_threshold)
+    verdicts = decided[-1] if decided else []  # the gate's: the rerun's where there is one
+    if not_comparable:
+        text = not_comparable
+    elif len(decided) == 2:
+        text = confirmed_table(decided[0], verdicts, args.threshold, args.ratio_threshold)
+    else:
+        text = table(verdicts, args.threshold, args.ratio_threshold)
     print(text, end="")
     if args.markdown:
         Path(args.markdown).write_text(text, encoding="utf8")

@@ -8,8 +8,11 @@ releases), its change points, and optionally the page (--html).
         --releases results/history/torch --html index.html                      # commits, then torch releases
     python -m phasebench.history results/history --unconfirmed                # the change points to re-run
 
-A folder of compact series (--append) is read like any other. With no path, pytest-benchmark's default storage (.benchmarks/ of the repository). Exit status 0, 2 on a usage
-error or where no series could be built. Imports no torch."""
+A folder of compact series (--append) is read like any other. With no path, pytest-benchmark's default storage
+(.benchmarks/ of the repository). A path that is no file or folder names saved runs in --storage
+(phasebench.results.find_results): a run number (0001), the name a run was saved under (before, for
+0001_before.json), a glob ('*before'). Exit status 0, 2 on a usage error or where no series could be built. Imports
+no torch."""
 
 from __future__ import annotations
 
@@ -104,7 +107,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m phasebench.history", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="*", help="saved result files (--benchmark-json, --benchmark-save) and "
-                                                 "folders searched for them (pytest-benchmark's storage)")
+                                                 "folders searched for them (pytest-benchmark's storage), or saved "
+                                                 "runs in --storage by number (0001), name (before, for "
+                                                 "0001_before.json) or glob ('*before')")
+    parser.add_argument("--storage", default=results.DEFAULT_STORAGE,
+                        help="where saved runs named by number, name or glob are, as --benchmark-storage (default: "
+                             "%(default)s)")
     parser.add_argument("--by", choices=("commit", "torch"), default="commit",
                         help="order along first-parent git history (default) or by torch version")
     parser.add_argument("--rev", default="HEAD", help="whose first-parent history orders the commits (%(default)s)")
@@ -131,8 +139,15 @@ def main(argv=None) -> int:
         parser.error("--unconfirmed lists change points between commits: it takes no --by torch")
     if args.unconfirmed and (args.append or args.html):
         parser.error("--unconfirmed prints the change points alone: it takes no --append or --html")
-    paths = args.paths or default_paths()
-    missing = [p for p in paths + (args.releases or []) if not Path(p).exists()]
+    try:  # a file or folder as it is; anything else names saved runs (phasebench.results.find_results)
+        paths = [found for given in args.paths or default_paths()
+                 for found in ([given] if Path(given).exists() else results.find_results([given], args.storage,
+                                                                                      parser.prog))]
+    except SystemExit as error:
+        print(error, file=sys.stderr)
+        return 2
+    paths = [str(path) for path in paths]
+    missing = [p for p in args.releases or [] if not Path(p).exists()]
     if missing:
         parser.error(f"no such file or folder: {', '.join(missing)}")
     if args.append:

@@ -149,7 +149,8 @@ def new_worker(request, settings, tmp_path):
 @pytest.fixture(scope="session")
 def world_pool(settings, tmp_path_factory):
     """Data-parallel worlds (docs/distributed.md): one at a time, W of the suite's workers of one implementation."""
-    from phasebench.worker.world import World, WorldPool, rank_device  # here: only a data-parallel run needs it
+    from phasebench.devices import rank_device
+    from phasebench.worker.world import World, WorldPool  # here: only a data-parallel run needs it
 
     logs = tmp_path_factory.mktemp("world-logs")
 
@@ -158,7 +159,7 @@ def world_pool(settings, tmp_path_factory):
 
         def spawn(rank: int):
             log = logs / f"{'-'.join(filter(None, (impl, device, f'world{size}', workload.id)))}-rank{rank}.log"
-            options = settings.worker_options(rank_device(device, rank, size), log_path=str(log), impl=impl,
+            options = settings.worker_options(rank_device(device, rank), log_path=str(log), impl=impl,
                                               workload=workload)
             return spawner(settings, impl, device, options | {"threads": threads}, library)
 

@@ -8,7 +8,9 @@ pytest-benchmark compares and fails on its own (--benchmark-compare, --benchmark
   run before it starts, in one line naming the file
   (pytest-benchmark only warns, runs everything, then fails with a traceback, or compares nothing);
 - a run that compared none of its benchmarks, or ran none (every case skipped), fails instead of passing the
-  gate by default.
+  gate by default;
+- machine_info is compared without what each run draws anew (the order seed), so that pytest-benchmark's "machine_info
+  is different" warns of another machine or another torch, not of every run.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pytest_benchmark.session import PerformanceRegression
 from pytest_benchmark.storage.file import FileStorage
 
 from phasebench import results, schema
-from phasebench.gate.compare import gate_failures, machine_info_differences
+from phasebench.gate.compare import gate_failures, machine_info_differences, without_per_run
 from phasebench.gate.options import parse_percent
 
 _FAILURES = pytest.StashKey[list]()
@@ -93,8 +95,12 @@ def _comparison_error(bs, ratio_fail, metric: str = "time", switched: dict | Non
         there = f"{', '.join(saved[:5])}{', …' if len(saved) > 5 else ''}" if saved else "nothing"
         if bs.compare is True:
             return f"{option}: no saved run in {bs.storage.path / machine} to compare against"
+        named = [name[:4] for name in saved if name[5:].removesuffix(".json") == bs.compare]
+        # pytest-benchmark reads a value as the start of a file's name: the name a run was saved under is no start.
+        hint = (f"; a saved name is a glob here: --benchmark-compare='*{bs.compare}', or its number "
+                f"{' or '.join(named)}" if named else "")
         return (f"{option}: no baseline in {bs.storage.path} matches '{bs.compare}' (saved runs are named "
-                f"NNNN_NAME.json); {machine}/ holds {there}")
+                f"NNNN_NAME.json); {machine}/ holds {there}{hint}")
     loaded = {bs.storage.path / path for path in bs.compared_mapping}  # relative to the storage, or as given
     for candidate in candidates:
         path = bs.storage.path / candidate
@@ -110,15 +116,26 @@ def _comparison_error(bs, ratio_fail, metric: str = "time", switched: dict | Non
 
 @pytest.hookimpl(wrapper=True)
 def pytest_benchmark_compare_machine_info(config, benchmarksession, machine_info, compared_benchmark):
-    # pytest-benchmark's warning names the storage relative to the working directory and raises ValueError
-    # when it lies elsewhere (a tmp or CI folder; 5.3.1). Warn here instead: a slowed test run or another
-    # machine must show.
+    # pytest-benchmark warns of any difference in machine_info, printing both whole (about 6 KB): while it compares,
+    # both sides' per-run values (the order seed, the CPU's momentary clock: phasebench.gate.compare.PER_RUN_KEYS) are
+    # set aside, so that a run on the same machine compares quietly and one on another machine still warns.
+    sides = [side for side in (machine_info, compared_benchmark.get("machine_info")) if isinstance(side, dict)]
+    originals = [dict(side) for side in sides]
+    for side in sides:
+        side.update(without_per_run(side))
     try:
         return (yield)
     except ValueError:
+        # pytest-benchmark's warning names the storage relative to the working directory and raises ValueError when
+        # it lies elsewhere (a tmp or CI folder; 5.3.1). Warn here instead: a slowed test run or another machine
+        # must show.
         current = json.loads(json.dumps(machine_info))  # as saved: tuples become lists
         differences = machine_info_differences(current, compared_benchmark["machine_info"])
         benchmarksession.logger.warning(f"Benchmark machine_info differs from the baseline's: {'; '.join(differences)}")
+    finally:
+        for side, original in zip(sides, originals):
+            side.clear()
+            side.update(original)
 
 
 def pytest_sessionfinish(session):

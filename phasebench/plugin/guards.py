@@ -1,6 +1,6 @@
 """The one-line stops for a command the suite cannot honour as written (docs/usage.md#run-skip-or-deselect): a path
 option pytest took for a test path, a pytest-benchmark option the workers' timing cannot honour, a histogram without
-its packages."""
+its packages, a timed run with CUDA launches made blocking."""
 
 from __future__ import annotations
 
@@ -65,6 +65,16 @@ def refused_option(config) -> str | None:
         if option in given:
             return f"{option} is not supported: {why}"
     return None
+
+
+def blocking_launches(config, environ=os.environ) -> str | None:
+    """A timed run under CUDA_LAUNCH_BLOCKING=1: every kernel launch would wait for its kernel, so a cuda phase's
+    clocks would read another program than the one the suite times, and its result would be saved as any other.
+    Nothing is timed under --benchmark-disable (the test command), which may run so to find where an error starts."""
+    if environ.get("CUDA_LAUNCH_BLOCKING", "").strip() != "1" or config.getoption("benchmark_disable", False):
+        return None
+    return ("CUDA_LAUNCH_BLOCKING=1 makes every CUDA kernel launch wait for the kernel: a timed run would save those "
+            "timings as any other's; unset it, or run under --benchmark-disable, where nothing is timed")
 
 
 def histogram_unavailable(config) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import os
 import platform
 import re
 import subprocess
@@ -59,8 +60,6 @@ PROBE_ENV = "PHASEBENCH_PROBE"
 def _probe_key() -> list:
     """What the probe's facts depend on: the interpreter and its torch, the GPUs and CPUs it may use, the threads
     and libraries it is told to use. An answer under another key is not taken."""
-    import os
-
     variables = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "LD_LIBRARY_PATH", "LD_PRELOAD")
     return [sys.executable, sys.prefix, (_version_file("torch", ("__version__",)) or {}).get("__version__"),
             sorted(os.sched_getaffinity(0))] + [os.environ.get(name) for name in variables]
@@ -71,8 +70,6 @@ def probe() -> dict:
     """torch's own facts (phasebench/worker/probe.py), from a process of its own; once per pytest run. The answer
     goes into the environment (PHASEBENCH_PROBE) with its key, so a pytest the tests start under the same key takes
     it rather than starting torch again (1-2 s here)."""
-    import os
-
     key = _probe_key()
     try:
         handed = json.loads(os.environ.get(PROBE_ENV, ""))
@@ -106,9 +103,31 @@ def nvml_gpus() -> tuple[list[str], str | None]:
         pynvml.nvmlShutdown()
 
 
+def first_gpu() -> dict:
+    """The GPU a bare "cuda" names (phasebench/devices.py: cuda:0 in a fresh worker): its name, its CUDA index and its
+    PCI bus id in NVML's spelling, the id each worker's own lookup (phasebench/worker/startup.py pci_bus_id) gives.
+    CUDA numbers the visible GPUs fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID; NVML in bus order: with one
+    visible GPU, or with that setting, they agree, and otherwise the workers' ids are the ones to trust."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+        handle = (pynvml.nvmlDeviceGetHandleByIndex(int(visible)) if visible.isdigit()
+                  else pynvml.nvmlDeviceGetHandleByUUID(visible) if visible.startswith("GPU-")
+                  else pynvml.nvmlDeviceGetHandleByIndex(0))
+        name, bus_id = pynvml.nvmlDeviceGetName(handle), pynvml.nvmlDeviceGetPciInfo(handle).busId
+    finally:
+        pynvml.nvmlShutdown()
+
+    def text(value):
+        return value.decode() if isinstance(value, bytes) else value
+
+    return {"name": text(name), "index": 0, "bus_id": text(bus_id)}
+
+
 def gpu_count() -> int:
     """The GPUs NVML lists (CUDA_VISIBLE_DEVICES, where set, limits them): a data-parallel rank takes one each."""
-    import os
 
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     count = len(nvml_gpus()[0])
@@ -157,7 +176,7 @@ def machine_info(settings, probed: bool) -> dict:
     as a dict; the count mode, gpu_sampling and testing are added by the session). Without `probed` (a
     collection) cuDNN's version is not asked for."""
     build = torch_build()
-    gpu = {"name": nvml_gpus()[0][0], "driver": driver_version()} if settings.cuda_reason is None else None
+    gpu = first_gpu() | {"driver": driver_version()} if settings.cuda_reason is None else None
     return schema.MachineInfo(
         method=method.METHOD_VERSION,  # results of different methods are never compared
         method_sources=method.method_sources_hash(),
@@ -171,4 +190,8 @@ def machine_info(settings, probed: bool) -> dict:
         dataset_origin=settings.source.origin if settings.source else None,
         rounds=settings.rounds, warmup_rounds=settings.warmup_rounds, processes=settings.processes,
         order_seed=settings.order_seed,
+        # What a cuda phase does depends on them, so results of different settings are kept apart
+        # (phasebench/results.py switched).
+        cublas_workspace_config=os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+        pytorch_cuda_alloc_conf=os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
     ).as_dict()

@@ -15,7 +15,13 @@ import pytest
 from phasebench import data, registry, utilization
 from phasebench.plugin import counting, machine, switches
 from phasebench.plugin.cases import SELECTIONS, chosen_selections
-from phasebench.plugin.guards import given_options, histogram_unavailable, misread_path_option, refused_option
+from phasebench.plugin.guards import (
+    blocking_launches,
+    given_options,
+    histogram_unavailable,
+    misread_path_option,
+    refused_option,
+)
 from phasebench.registry import DEVICES
 from phasebench.results import DEFAULT_STORAGE
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
@@ -110,7 +116,8 @@ class PhasebenchSession:
     @classmethod
     def _from_config(cls, config) -> PhasebenchSession:
         option = config.getoption
-        refused = misread_path_option(config) or refused_option(config) or histogram_unavailable(config)
+        refused = (misread_path_option(config) or refused_option(config) or histogram_unavailable(config)
+                   or blocking_launches(config))
         if refused:
             raise ValueError(refused)
         impls = registry.parse(option("impl") or ",".join(registry.DEFAULT_IMPLS))

@@ -16,7 +16,8 @@ FIELDS: dict[type, dict[str, tuple[str, str]]] = {
     Utilization: {
         "gpu": ("object", "the GPU's use while the rounds ran, sampled through NVML: `source`, `interval_s`, "
                 "`samples`, `gaps` (each sampling error with its `at_s`) and, for `utilization_pct`, "
-                "`memory_utilization_pct`, `memory_used_mib`, `power_w` and `sm_clock_mhz`, each its `mean`, `median` "
+                "`memory_utilization_pct`, `memory_used_mib`, `power_w`, `sm_clock_mhz` and `temperature_c`, each its "
+                "`mean`, `median` "
                 "and `max`; null on cpu, without NVML, or with `--no-utilization`"),
         "cpu": ("object", "the case's worker processes' CPU across the rounds: `cores` (their CPU time over the wall "
                 "time), `cpu_s`, `user_s`, `system_s`, `cores_available`, `wall_s`, `machine_other_cores` (what the "
@@ -65,6 +66,13 @@ FIELDS: dict[type, dict[str, tuple[str, str]]] = {
         "minor_faults_per_round": ("count", "the worker's minor page faults across one timed body, median of the "
                                    "counted rounds (docs/page-faults.md)"),
         "major_faults_per_round": ("count", "the same for major page faults (pages read from disk)"),
+        "host_cpu_s": ("list of s", "cuda only: each counted round's host CPU time, the CPU time of the thread that "
+                       "ran the body up to its end, read before the closing synchronize (docs/method.md#what-is-measured)"),
+        "host_cpu_median_s": ("s", "cuda only: their median; near the wall time, the phase is host-bound"),
+        "gpu_s": ("list of s", "cuda only: each counted round's GPU time, between CUDA events recorded just before and "
+                  "just after the body on the current stream"),
+        "gpu_median_s": ("s", "cuda only: their median: the stream's span across the body, the device's idle time "
+                         "between launches included (docs/gpu.md#host-cpu-and-gpu-time)"),
         "rounds_window_s": ("s", "wall time of the window around the counted rounds, read outside the clocks: the "
                             "rounds, their untimed preparation and their requests; null under `--count`"),
         "worker_threads": ("list of objects", "each worker thread across the window: `pid`, `tid`, `name`, `cpu_s` "
@@ -120,8 +128,8 @@ FIELDS: dict[type, dict[str, tuple[str, str]]] = {
                       "statistics are of these"),
         "process_total_s": ("list of s", "each round's worker process from spawn to exit, seen from pytest"),
         "program_median_s": ("s", "the median Total Time (set-up and loop)"),
-        "setup_median_s": ("s", "the median set-up inside the worker: its trainer built (model, optimizer, data), "
-                           "its imports done before"),
+        "setup_median_s": ("s", "the median set-up inside the worker: on cuda CUDA's initialization, then its "
+                           "trainer built (model, optimizer, data), its imports done before"),
         "startup_median_s": ("s", "the median start-up, seen from pytest: spawn until the worker is ready to "
                              "train, its set-up included"),
         "loop_median_s": ("s", "the median training loop, inside the worker"),
@@ -143,6 +151,11 @@ FIELDS: dict[type, dict[str, tuple[str, str]]] = {
         "major_faults": ("list of count", "the same for major page faults"),
         "minor_faults_per_step_median": ("count", "minor page faults per training step, median of the rounds"),
         "free_running_minor_faults_per_step": ("count", "the same in the free-running run; null without it"),
+        "startup_parts_s": ("list of object of s", "each round's worker start-up in parts, as the worker reports it: "
+                            "`imports` (the process's creation to its libraries loaded), `cuda_init` (cuda only), "
+                            "`trainer` (its construction), `timer_floor`, `pci_bus_id` (cuda only); "
+                            "docs/method.md#a-workers-start-up-in-parts"),
+        "startup_parts_median_s": ("object of s", "each part's median over the rounds"),
     },
     schema.ConcurrentJobsInfo: {
         "language": ("text", "`python` or `cpp`"),
@@ -268,6 +281,10 @@ FIELDS: dict[type, dict[str, tuple[str, str]]] = {
         "testing": ("object", "the test knobs a testing run used; null in a real run"),
         "round_checks": ("text", "`on` or `off` (`--round-checks`); null is on"),
         "omp_wait_policy": ("text", "the timed workers' OMP_WAIT_POLICY, lower case; `default` where none is set"),
+        "cublas_workspace_config": ("text", "CUBLAS_WORKSPACE_CONFIG as the run (and its workers) had it; null where "
+                                    "unset"),
+        "pytorch_cuda_alloc_conf": ("text", "PYTORCH_CUDA_ALLOC_CONF as the run (and its workers) had it; null where "
+                                    "unset"),
         "pins": ("object", "with `--pins count`: what the timed workers ran under (`conditions`, `env`, `aslr_off`, "
                  "`threads`, `gc`, `type_cache`, `cpu_capability`) and what of the count mode they could not have "
                  "(`not_applied`); null without it"),

@@ -105,6 +105,18 @@ def utilization(bench: dict | None, kind: str) -> float | None:
     return (recorded.get("utilization_pct") or {}).get("mean") if kind == "gpu" else recorded.get("cores")
 
 
+# A cuda phase's clocks beside its wall time (schema.PhaseInfo's host_cpu_median_s, gpu_median_s).
+DEVICE_CLOCK_COLUMNS = (("host_cpu", "host CPU"), ("gpu", "GPU"))
+
+
+def device_clock_median(bench: dict | None, name: str) -> float | None:
+    """A phase's host CPU or GPU median in milliseconds (DEVICE_CLOCK_COLUMNS' names), or None where its result has
+    none: on cpu, and in results saved before they were recorded."""
+    info = schema.info_of(bench or {})
+    median = getattr(info, f"{name}_median_s", None)
+    return None if median is None else median * 1e3
+
+
 UTILIZATION_COLUMNS = (("phase_thread_cpu", "phase CPU, its thread (cores)", ".2f"),
                        ("phase_cpu", "phase CPU, all threads (cores)", ".2f"),
                        ("gpu", "GPU busy in benchmark (%)", ".0f"),

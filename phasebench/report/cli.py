@@ -3,7 +3,8 @@
     python -m phasebench.report [RESULT ...] [--format markdown|csv] [--out report/]
 
 RESULT is a JSON file that pytest-benchmark wrote (--benchmark-autosave, --benchmark-save=NAME,
---benchmark-json=PATH), or a run number or name as --benchmark-compare takes it ("0003"); with
+--benchmark-json=PATH), or a saved run in --storage: its number ("0003") or a glob ("*after") as
+--benchmark-compare takes them, or the name it was saved under ("after" for 0003_after.json); with
 none, the newest result saved for this machine, the one a bare --benchmark-compare would pick.
 
 Per result and device it prints two tables, Markdown by default, CSV with --format csv (one CSV
@@ -21,7 +22,8 @@ block per table, a blank line between, a device column first):
    names as its reference; the findings drawn from them in sentences (the language's and the design's
    share of the data-loading gap, what batching gives in each language, the train_step ratio per
    workload); the timed training run of every implementation (each phase's total, the one-shot phase,
-   and Step In Run, the in-loop total of a step replayed whole); and the peak memory of each training run.
+   and Step In Run, the in-loop total of a step replayed whole); the peak memory of each training run; and where
+   the result saved them, the parts of each training run's worker start-up (docs/method.md#a-workers-start-up-in-parts).
 4. Where the result holds them: the free-running training loop of every implementation against the
    published cpp's, with the one-shot phase (graph_capture, compile) inside it and the GPU busy %;
    concurrent jobs (images/s of all jobs, against one job, each job's slowdown, CPU and GPU busy, MPS);
@@ -62,8 +64,9 @@ from phasebench.report.tables import (
     phase_table,
     run_table,
     runs_table,
+    startup_table,
 )
-from phasebench.results import DEFAULT_STORAGE, ROOT, all_cases, find_results, method_of, read_result
+from phasebench.results import DEFAULT_STORAGE, ROOT, all_cases, find_result, find_results, method_of, read_result
 
 
 def render(path: Path, result: dict, style: str, beside: dict | None = None,
@@ -115,6 +118,7 @@ def render(path: Path, result: dict, style: str, beside: dict | None = None,
         if any(key[0] == "training_run" and key[2] == device for key in every):
             tables += ([runs_table(every, device, method_of(result))] if beyond else []) + [memory_table(every, device)]
             tables += [loops_table(every, device)] if beyond else []
+            tables += [table for table in (startup_table(every, device),) if table.rows]
         tables += [table for table in (concurrent_table(every, device), ensemble_table(every, device)) if table.rows]
         faults = faults_table(every, device)
         if faults.rows or faults.notes:
@@ -131,8 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m phasebench.report", description=__doc__.split("\n\n")[0],
                                      epilog="See the module's docstring or the README for what the tables hold.")
     parser.add_argument("results", nargs="*", metavar="RESULT",
-                        help="a saved pytest-benchmark JSON file, or a run number or name as --benchmark-compare "
-                             "takes it (default: the newest saved for this machine)")
+                        help="a saved pytest-benchmark JSON file, a run number (0001), the name it was saved under "
+                             "(after, for 0002_after.json) or a glob ('*after'), in --storage (default: the newest "
+                             "saved for this machine)")
     parser.add_argument("--format", choices=("markdown", "csv"), default="markdown",
                         help="Markdown tables (default), or CSV: one block per table, a blank line between")
     parser.add_argument("--out", type=Path, default=ROOT / "report",
@@ -151,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.interventions and not args.beside:
         parser.error("--interventions needs --beside TIMED: the account sets the timed result's time ratios beside "
                      "the counted result's instruction ratios")
-    beside = read_result(find_results([args.beside], args.storage)[0]) if args.beside else None
+    beside = read_result(find_result(args.beside, args.storage, "phasebench.report")) if args.beside else None
     interventions = study.read(args.interventions) if args.interventions else None
     if interventions is not None and counts.is_counted(beside):
         raise SystemExit(f"phasebench.report: {args.beside}: holds instruction counts; --beside takes a timed result")

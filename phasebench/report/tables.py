@@ -13,6 +13,7 @@ from pathlib import Path
 from phasebench import registry, schema
 from phasebench.data import SYNTHETIC_WARNING
 from phasebench.report.cases import (
+    DEVICE_CLOCK_COLUMNS,
     IMPLEMENTATIONS,
     NOT_RUN,
     ONE_SHOT,
@@ -20,6 +21,7 @@ from phasebench.report.cases import (
     RUN_PHASES,
     UTILIZATION_COLUMNS,
     cases_of,
+    device_clock_median,
     direction,
     impls_of,
     median_ms,
@@ -106,12 +108,16 @@ def phase_table(cases: dict, device: str) -> Table:
     rounds = "/".join(map(str, sorted({s["rounds"] for s in stats.values()})))
     table.title += (f": one call each, median and IQR of {rounds} rounds, and the median net of its worker's timer "
                     f"floor; milliseconds")
+    benches = [cases[phase, impl, device] for phase, impl in stats]
+    # The host CPU and GPU medians beside the wall time where some benchmark recorded them (cuda results).
+    clocks = [(name, header) for name, header in DEVICE_CLOCK_COLUMNS
+              if any(device_clock_median(bench, name) is not None for bench in benches)]
     for impl in IMPLEMENTATIONS:
         table.columns += [(f"{COLUMN_NAMES[impl]} median (ms)", ".4f"), (f"{COLUMN_NAMES[impl]} net (ms)", ".4f"),
                           (f"{COLUMN_NAMES[impl]} IQR (ms)", ".4f")]
+        table.columns += [(f"{COLUMN_NAMES[impl]} {header} (ms)", ".4f") for _, header in clocks]
     table.columns += [("diff (ms)", ".4f"), ("Python / CPP", "")]
     # Utilization columns only where some benchmark recorded them: nobody watches a GPU on cpu.
-    benches = [cases[phase, impl, device] for phase, impl in stats]
     kinds = [(kind, header, spec) for kind, header, spec in UTILIZATION_COLUMNS
              if any(utilization(bench, kind) is not None for bench in benches)]
     table.columns += [(f"{COLUMN_NAMES[impl]} {header}", spec) for _, header, spec in kinds for impl in IMPLEMENTATIONS]
@@ -127,6 +133,7 @@ def phase_table(cases: dict, device: str) -> Table:
         for impl in IMPLEMENTATIONS:
             row += ([medians[impl], nets.get(impl), stats[phase.name, impl]["iqr"] * 1e3] if impl in medians
                     else [NOT_RUN, None, None])
+            row += [device_clock_median(cases.get((phase.name, impl, device)), name) for name, _ in clocks]
         compared = nets if nets.keys() == medians.keys() else medians
         raw_differences = raw_differences or (compared is medians and len(medians) > 1)
         row += difference(compared.get("python"), compared.get("cpp"))
@@ -134,6 +141,12 @@ def phase_table(cases: dict, device: str) -> Table:
         table.rows.append(row)
     table.notes.append("diff and Python / CPP compare the net medians" if not raw_differences
                        else "diff and Python / CPP compare raw medians where no timer floor was recorded")
+    if clocks:
+        table.notes.append("host CPU: the CPU time of the thread that ran the body, up to its end, before the closing "
+                           "synchronize; GPU: between CUDA events recorded around the body, the stream's span; medians "
+                           "of the rounds, timer floor included. Host CPU near the median: the phase is host-bound; far "
+                           "below it: the thread waited, for the device or another thread "
+                           "(docs/gpu.md#host-cpu-and-gpu-time)")
     if any(kind == "gpu" for kind, _, _ in kinds):
         table.notes.append("GPU busy covers the whole benchmark, warm-up, preparation and messaging included; "
                            "the driver samples it every 1/6 s to 1 s, too coarsely for a phase of microseconds")
@@ -202,6 +215,30 @@ def memory_table(cases: dict, device: str) -> Table:
         table.rows.append(row)
     if not table.rows:
         table.notes.append("no training run with memory figures in this result")
+    return table
+
+
+STARTUP_PARTS = (("imports", "Imports (s)"), ("cuda_init", "CUDA init (s)"), ("trainer", "Trainer (s)"),
+                 ("timer_floor", "Timer floor (s)"), ("pci_bus_id", "Bus id (s)"))
+
+
+def startup_table(cases: dict, device: str) -> Table:
+    """Where each training run's worker start went (docs/method.md#a-workers-start-up-in-parts): the start seen from
+    pytest (spawn to trainer ready) beside the parts the worker reports, medians of the rounds; no rows for results
+    saved without them. A part a device does not have (CUDA's on cpu) has no column."""
+    runs = [(impl, workload_id, info) for impl, workload_id, bench in cases_of(cases, device, "training_run")
+            if (info := schema.info_of(bench)).startup_parts_median_s]
+    parts = [(part, header) for part, header in STARTUP_PARTS
+             if any(part in info.startup_parts_median_s for _, _, info in runs)]
+    table = Table(f"Worker start-up of the training runs on {device}, in parts (median of the rounds, seconds)",
+                  [("Implementation", ""), ("Workload", ""), ("Start-up seen from pytest (s)", ".3f")]
+                  + [(header, ".3f") for _, header in parts])
+    for impl, workload_id, info in runs:
+        table.rows.append([impl, workload_of_id(workload_id).label, info.startup_median_s]
+                          + [info.startup_parts_median_s.get(part) for part, _ in parts])
+    if table.rows:
+        table.notes.append("the start seen from pytest holds more than the parts: the spawn before the worker's "
+                           "process exists, and the reply")
     return table
 
 

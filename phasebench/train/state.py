@@ -16,7 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from phasebench import determinism
 from phasebench.data import check_split
+from phasebench.devices import with_index
 from phasebench.spec import LOG_INTERVAL, TRAIN_IMAGES, Workload
 from phasebench.train import loaders, steps
 from phasebench.train.model import Net, optimizer_flags, sgd
@@ -26,19 +28,18 @@ class TrainingState:
     def __init__(self, root: str, device: str = "cpu", threads: int = 0, seed: int = 1,
                  log_path: str | None = None, dropout: float = 0.5, width: int = 1, batch_size: int = 64,
                  loader: str = "published", optimizer: str = "sgd", step: str = "eager", fallback_random: bool = False,
-                 sync: str | None = None, bucket_mb: float | None = None):
+                 sync: str | None = None, bucket_mb: float | None = None, deterministic: bool = False):
+        if deterministic:  # the equivalence tests' numerics, set before anything runs on the device
+            determinism.make_deterministic()
         check_split(f"{root}/MNIST/raw", "train")
         check_split(f"{root}/MNIST/raw", "t10k")
         self.optimizer_flags = optimizer_flags(optimizer)
-        self.device = torch.device(device)
+        self.device = with_index(device)
         self.step_piece = steps.make(step, self.device, fallback_random)
         self.root, self.dropout = root, dropout
         self.workload, self.loader_kind, self.batch_size = Workload(width, batch_size), loader, batch_size
         if self.device.type == "cuda":
-            if not torch.cuda.is_available():
-                raise RuntimeError(f"device {device} requested but CUDA is not available")
             torch.cuda.set_device(self.device)  # so that the cheapest synchronization is the right one
-            self.device = torch.device("cuda", torch.cuda.current_device())
         self.loader = loaders.make(loader, root, batch_size, self.device)
         # Both splits before training, as the published programs open them (docs/page-faults.md says what this
         # does to glibc's heap).

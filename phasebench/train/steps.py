@@ -111,10 +111,11 @@ class GraphStep(Step):
         super().new_model(t)
         self.graphs: dict[int, CapturedStep] = {}
         self.warmup_steps = 0
+        self.warmed_shapes: set[int] = set()  # the batch rows a warm-up ran on a side stream, for this model
 
     def __init__(self, device: torch.device):
         super().__init__(device)
-        self.graphs, self.warmup_steps = {}, 0
+        self.graphs, self.warmup_steps, self.warmed_shapes = {}, 0, set()
 
     def copy(self, t) -> None:
         if not self.graphs:
@@ -138,6 +139,7 @@ class GraphStep(Step):
             t.eager_step()
         torch.cuda.current_stream().wait_stream(side)
         self.warmup_steps += 1
+        self.warmed_shapes.add(len(t.data))
 
     def due(self, t) -> bool:
         return not self.ready and self.warmup_steps >= GRAPH_WARMUP_STEPS
@@ -152,8 +154,11 @@ class GraphStep(Step):
         """One CUDA graph per batch shape, each capturing forward, loss, backward and SGD's step. Capture runs
         nothing: the model does not train here. Each graph gets a private memory pool (they replay in no fixed
         order), and captures with the gradients unset, so that its backward allocates and then overwrites
-        its own gradients on every replay instead of accumulating into another graph's."""
+        its own gradients on every replay instead of accumulating into another graph's. A shape no warm-up step
+        ran is warmed up first (warm_up_shape)."""
         for rows in t.batch_shapes():
+            if rows not in self.warmed_shapes:
+                self.warm_up_shape(t, rows)
             data = torch.zeros(rows, 1, 28, 28, device=t.device)
             target = torch.zeros(rows, dtype=torch.int64, device=t.device)
             graph = torch.cuda.CUDAGraph()
@@ -172,6 +177,25 @@ class GraphStep(Step):
             torch.cuda.synchronize(t.device)
             self.graphs[rows] = CapturedStep(graph, data, target, output, loss)
         t.optimizer.zero_grad(set_to_none=True)
+
+    def warm_up_shape(self, t, rows: int) -> None:
+        """Forward, loss and backward of a batch of `rows` zeros on a side stream: torch's capture recipe runs every
+        shape it captures eagerly on a side stream first, and the warm-up steps run the shapes of their batches only
+        (full ones), never the remainder that ends an epoch. It trains nothing: no optimizer step (SGD's work does not depend on the
+        batch's rows, and the warm-up steps ran it), the gradients are unset again, and the device's generator is
+        put back, so the steps draw the dropout masks they would have drawn. The C++ GraphStep does the same
+        (cpp/src/graph_step.cpp)."""
+        data = torch.zeros(rows, 1, 28, 28, device=t.device)
+        target = torch.zeros(rows, dtype=torch.int64, device=t.device)
+        generator = t.rng_state()
+        t.optimizer.zero_grad(set_to_none=True)
+        torch.cuda.synchronize(t.device)
+        with torch.cuda.stream(torch.cuda.Stream(t.device)):
+            F.nll_loss(t.model(data), target).backward()
+        torch.cuda.synchronize(t.device)
+        t.optimizer.zero_grad(set_to_none=True)
+        t.set_rng_state(generator)
+        self.warmed_shapes.add(rows)
 
     def static_tensors(self) -> set[int]:
         return {id(tensor) for captured in self.graphs.values() for tensor in captured[1:]}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from phasebench import determinism
 from phasebench.spec import ONE_SHOT_PHASES
 from phasebench.train import loaders, run
 from phasebench.train.ensemble import KINDS as ENSEMBLE_KINDS
@@ -36,6 +37,10 @@ class Trainer(TrainingState):
 
     def threads(self) -> int:
         return torch.get_num_threads()
+
+    def flags(self) -> dict:
+        """The numerics flags in effect in this process (phasebench/determinism.py)."""
+        return determinism.read()
 
     def run_phase(self, name: str, checks: bool = True) -> PhaseTiming:
         """Prepare the phase untimed, time its body; returns its timing, its product and the process's page faults
@@ -74,13 +79,14 @@ class Trainer(TrainingState):
         del earlier
         # Page faults across the round, read outside the clock (a system call each).
         before = page_faults()
-        ns, cpu_ns, thread_ns = self.timed(self.bodies[name], self)
+        timing = self.timed(self.bodies[name], self)
         after = page_faults()
         self.last_phase = name
         if name in ONE_SHOT_PHASES:
             step.ready = True
         product = (phase.product(self) | {"leftovers": leftovers}) if checks else {"checks": "off"}
-        return PhaseTiming(ns, cpu_ns, thread_ns, product, after[0] - before[0], after[1] - before[1])
+        return PhaseTiming(timing.ns, timing.cpu_ns, timing.thread_cpu_ns, product, after[0] - before[0],
+                           after[1] - before[1], timing.host_cpu_ns, timing.gpu_ns)
 
     def train(self, epochs: int, synchronize: bool, max_steps: int = 0) -> tuple[dict[str, int], int, int, int]:
         return run.train(self, self.run_bodies, epochs, synchronize, max_steps)
@@ -151,7 +157,7 @@ class Trainer(TrainingState):
         self.ensemble_losses = None
         self.release()
         self.on_device()
-        ns, cpu_ns, thread_ns = self.timed(Trainer._step_ensemble, self)
+        ns, cpu_ns, thread_ns = self.timed(Trainer._step_ensemble, self)[:3]
         losses = self.ensemble_losses
         return ns, cpu_ns, thread_ns, (torch.stack(losses) if isinstance(losses, list) else losses).tolist()
 

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -180,17 +181,24 @@ def _built(name: str, sources: tuple[str, ...], target: str | None, quiet: bool,
         command = ["make", "--no-print-directory", "-B", "-C", str(CPP_DIR)] + ([target] if target else [])
         command += [f"{out}={partial}"] + [f"{key}={value}" for key, value in variables.items()
                                          if key not in ("TORCH_VERSION", "TARGET")]
+        what = f"the C++ library{' (' + target + ')' if target else ''}"
         if not quiet:
             print(f"building {library} ...", file=sys.stderr, flush=True)
         if announce:
-            announce(f"phasebench: building the C++ library{' (' + target + ')' if target else ''} against torch {variables['TORCH_VERSION']} in {out_dir} "
-                     f"(once per source and toolchain; about a minute on 2 cores) ...")
+            announce(f"phasebench: building {what} against torch {variables['TORCH_VERSION']} in {out_dir} "
+                     f"(once per source and toolchain) ...")
+        started = time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             raise BuildFailed(f"C++ build failed ({' '.join(command)}):\n{done.stdout}{done.stderr}")
         if done.stderr.strip():  # warnings: -Wall -Wextra should be clean (docs/architecture.md#the-c-abi-and-the-build)
             (out_dir / "warnings.txt").write_text(done.stderr)
         partial.rename(library)
+        took = f"built {what} in {time.monotonic() - started:.0f} s on {os.cpu_count()} cores"
+        if not quiet:
+            print(took, file=sys.stderr, flush=True)
+        if announce:
+            announce(f"phasebench: {took}")
     return library
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from phasebench import registry
+from phasebench import determinism, registry
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload
 from phasebench.worker import build, counting, protocol, threads
@@ -36,6 +36,10 @@ class PhaseRound(NamedTuple):
     minor_faults: int = 0  # the worker process's page faults across the round, read outside the clock
     major_faults: int = 0
     counted: dict | None = None  # the instruction-count mode: {"instructions", "split", "top", "label"}
+    # cuda only, None on cpu: the CPU time of the thread that ran it up to the body's end, before the closing
+    # synchronize, and the time between CUDA events recorded around the body (docs/gpu.md#host-cpu-and-gpu-time)
+    host_cpu_ns: int | None = None
+    gpu_ns: int | None = None
 
 
 class WorkerError(RuntimeError):
@@ -116,6 +120,8 @@ class Worker:
         if library:
             command += ["--library", library]
         env = (os.environ | build.sanitizer_runtime_env()) if library else None
+        if options.get("deterministic"):  # the equivalence tests' numerics: cuBLAS's workspace before CUDA loads
+            env = (env or dict(os.environ)) | determinism.environment(True)
         self.count_dir = None
         if count:
             self.count_dir = tempfile.mkdtemp(prefix=f"phasebench-count-{impl}-")
@@ -224,7 +230,7 @@ class Worker:
         # The instruction-count mode: the worker says where its round's dump is; it is read here, outside Valgrind.
         counted = counting.read_round(reply["dump"], reply["label"]) if "dump" in reply else None
         return PhaseRound(reply.ns, reply.cpu_ns, reply.thread_cpu_ns, reply.product, reply.minor_faults,
-                          reply.major_faults, counted)
+                          reply.major_faults, counted, reply.host_cpu_ns, reply.gpu_ns)
 
     @property
     def pci_bus_id(self) -> str | None:
@@ -321,21 +327,37 @@ class RoundRecords:
                 "canary_start_s": self.canary_start_ns / 1e9, "canary_end_s": self.closed[-1].canary_ns / 1e9}
 
 
+class StartFailed(RuntimeError):
+    """A pooled worker asked for again after its start failed in this session: it is not started again, and the case
+    fails at once with the first start's message (docs/faults.md#faults-and-bad-input)."""
+
+
 class WorkerPool:
-    """Long-lived workers, one per (implementation, device, workload); a dead one is replaced on next use."""
+    """Long-lived workers, one per (implementation, device, workload); a dead one is replaced on next use. A start
+    that fails is remembered: later asks for that worker raise StartFailed with its message, without a new process
+    (a start that fails once fails the same way again, after seconds of imports each time)."""
 
     def __init__(self, make_worker):
         self.make_worker = make_worker  # (impl, device, workload, library) -> Worker
         self.workers: dict[tuple[str, str, Workload], Worker] = {}
+        self.failed_starts: dict[tuple[str, str, Workload], str] = {}  # key -> why its start failed
 
     def get(self, impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD, library: str | None = None) -> Worker:
         key = (impl, device, workload)
+        if key in self.failed_starts:
+            raise StartFailed(self.failed_starts[key])
         worker = self.workers.get(key)
         if worker is None or not worker.alive():
             if worker is not None:
                 del self.workers[key]  # closed once: a replacement that fails to start leaves nothing to close again
                 worker.close()
-            worker = self.workers[key] = self.make_worker(impl, device, workload, library)
+            try:
+                worker = self.workers[key] = self.make_worker(impl, device, workload, library)
+            except Exception as error:  # not a Ctrl-C: that stops the run, and says nothing of the worker
+                self.failed_starts[key] = (f"{impl} worker on {device} ({workload.label}) "
+                                           f"is not started again: its start failed earlier in this session with "
+                                           f"{type(error).__name__}: {error}")
+                raise
         return worker
 
     def release(self, impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD) -> None:

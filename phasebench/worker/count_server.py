@@ -41,6 +41,8 @@ class Counter:
         """Put the bracket around the trainer's bodies, start instrumentation (once), and count the empty bracket;
         returns what the worker's start reply adds: where the empty bracket's dumps are."""
         if language == "python":
+            from phasebench.train.timing import BodyTime  # the Python trainer's: torch is loaded already
+
             begin, end = self.lib.pb_count_begin, self.lib.pb_count_end
 
             def counted(body, owner):
@@ -51,7 +53,7 @@ class Counter:
                 begin()
                 body(owner)
                 end()
-                return 0, 0, 0
+                return BodyTime(0, 0, 0)  # the count is in the dump
 
             trainer.timed = counted
         else:

@@ -11,7 +11,7 @@ from array import array
 from phasebench.worker.protocol import PhaseTiming
 
 PB_OK = 0
-PB_ABI_VERSION = 8  # cpp/include/phasebench.h: these bindings' structs and signatures
+PB_ABI_VERSION = 9  # cpp/include/phasebench.h: these bindings' structs and signatures
 IMAGE_FLOATS = 28 * 28
 
 
@@ -35,6 +35,22 @@ class Options(SizedStructure):
         ("batch_size", ctypes.c_int64),
         ("loader", ctypes.c_char_p),
         ("step", ctypes.c_char_p),
+        ("deterministic", ctypes.c_int32),  # ABI 9
+    ]
+
+
+class NumericsFlags(SizedStructure):
+    """pb_numerics_flags: LibTorch's numerics settings as pb_read_numerics reads them back."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_int64),
+        ("deterministic_algorithms", ctypes.c_int32),
+        ("cudnn_deterministic", ctypes.c_int32),
+        ("cudnn_benchmark", ctypes.c_int32),
+        ("allow_tf32_cudnn", ctypes.c_int32),
+        ("allow_tf32_matmul", ctypes.c_int32),
+        ("cublas_workspace_config_set", ctypes.c_int32),
+        ("cublas_workspace_config", ctypes.c_char * 64),
     ]
 
 
@@ -76,6 +92,8 @@ class Result(ctypes.Structure):
         ("moved", ctypes.c_double),
         ("minor_faults", ctypes.c_int64),
         ("major_faults", ctypes.c_int64),
+        ("host_cpu_ns", ctypes.c_int64),  # ABI 9: -1 where not measured (cpu)
+        ("gpu_ns", ctypes.c_int64),
     ]
 
 
@@ -95,6 +113,7 @@ _SESSION = ctypes.c_uint64  # pb_session: a token, never an address
 _I64P = ctypes.POINTER(ctypes.c_int64)
 _SIGNATURES = {
     "pb_abi_version": [ctypes.POINTER(ctypes.c_int32)],
+    "pb_read_numerics": [ctypes.POINTER(NumericsFlags)],
     "pb_create": [ctypes.POINTER(Options), ctypes.POINTER(_SESSION)],
     "pb_destroy": [_SESSION],
     "pb_phase_names": [_SESSION, ctypes.c_char_p, ctypes.c_int64],
@@ -127,6 +146,8 @@ TESTING_SIGNATURES = {
     "pb_testing_hold_phase": [_SESSION, ctypes.c_char_p],
     "pb_testing_await_hold": [_SESSION, ctypes.c_int64, ctypes.POINTER(ctypes.c_int32)],
     "pb_testing_release_hold": [_SESSION],
+    "pb_testing_resolve_cuda_device": [ctypes.c_char_p, ctypes.c_int32, ctypes.c_char_p, ctypes.c_int64,
+                                       ctypes.POINTER(ctypes.c_int32)],
 }
 
 
@@ -160,6 +181,11 @@ def _bind(lib: ctypes.CDLL, signatures: dict) -> None:
         function.argtypes, function.restype = argtypes, ctypes.c_int
 
 
+def measured(ns: int) -> int | None:
+    """A pb_result clock that is -1 where it was not read (host_cpu_ns and gpu_ns on cpu): None."""
+    return None if ns < 0 else ns
+
+
 def _product(result: Result) -> dict:
     product = {
         "shape": list(result.shape[: result.ndim]),
@@ -178,13 +204,13 @@ class CppTrainer:
 
     def __init__(self, lib: ctypes.CDLL, root: str, device: str = "cpu", threads: int = 0, seed: int = 1,
                  log_path: str | None = None, dropout: float = 0.5, width: int = 1, batch_size: int = 64,
-                 loader: str = "published", step: str = "eager"):
+                 loader: str = "published", step: str = "eager", deterministic: bool = False):
         self.lib = lib
         self.batch_size = batch_size
         # LibTorch's MNIST reads the IDX files straight from the folder it is given.
         self._options = Options(f"{root}/MNIST/raw".encode(), device.encode(),
                                 log_path.encode() if log_path else None, threads, seed, dropout,
-                                width, batch_size, loader.encode(), step.encode())
+                                width, batch_size, loader.encode(), step.encode(), int(deterministic))
         self.handle = _SESSION()
         self.ensemble_size = 0  # the members of the session's ensemble, as pb_ensemble_create was told
         self.round_checks = True  # the session's pb_set_round_checks, as last set (a new session's: on)
@@ -213,6 +239,16 @@ class CppTrainer:
         self.call("pb_threads", self.handle, ctypes.byref(count))
         return count.value
 
+    def flags(self) -> dict:
+        """The numerics flags in effect in this process's LibTorch, read back through pb_read_numerics (by
+        phasebench/determinism.py's FLAG_NAMES, as the Python trainer reports them)."""
+        read = NumericsFlags()
+        self.call("pb_read_numerics", ctypes.byref(read))
+        names = ("deterministic_algorithms", "cudnn_deterministic", "cudnn_benchmark", "allow_tf32_cudnn",
+                 "allow_tf32_matmul")
+        workspace = read.cublas_workspace_config.decode() if read.cublas_workspace_config_set else None
+        return {name: bool(getattr(read, name)) for name in names} | {"cublas_workspace_config": workspace}
+
     def set_round_checks(self, on: bool) -> None:
         """pb_set_round_checks: whether the session's rounds do what proves their work."""
         self.call("pb_set_round_checks", self.handle, int(on))
@@ -229,7 +265,7 @@ class CppTrainer:
         self.call("pb_run_phase", self.handle, name.encode(), ctypes.byref(ns), ctypes.byref(result))
         product = _product(result) if checks else {"checks": "off"}
         return PhaseTiming(ns.value, result.cpu_ns, result.thread_cpu_ns, product, result.minor_faults,
-                           result.major_faults)
+                           result.major_faults, measured(result.host_cpu_ns), measured(result.gpu_ns))
 
     def timer_floor(self) -> int:
         ns = ctypes.c_int64()

@@ -76,7 +76,9 @@ def join_env(device: str, timeout_s: float) -> str:
 
 
 def _init(dist, backend, rank, world, timeout, device, **where) -> str:
-    extra = {"device_id": __import__("torch").device(device)} if backend == "nccl" else {}
+    from phasebench.devices import with_index
+
+    extra = {"device_id": with_index(device)} if backend == "nccl" else {}
     try:
         dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout, **where, **extra)
     except Exception as error:  # noqa: BLE001

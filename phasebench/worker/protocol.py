@@ -29,6 +29,10 @@ class PhaseTiming(NamedTuple):
     product: dict  # what the phase produced (phasebench/train/phases.py)
     minor_faults: int  # the process's page faults across the round, read outside the clock
     major_faults: int
+    # cuda only, None on cpu (docs/gpu.md#host-cpu-and-gpu-time): the CPU time of the thread that ran it up to the
+    # body's end, read before the closing synchronize, and the time between CUDA events recorded around the body
+    host_cpu_ns: int | None = None
+    gpu_ns: int | None = None
 
 
 _SIMPLE = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,), "dict": (dict,), "list": (list,)}
@@ -161,8 +165,10 @@ class Started(Reply):
     phases: list[str]
     threads: int
     timer_floor_ns: int
-    setup_ns: int
+    setup_ns: int  # the program's set-up, one clock: CUDA's initialization (cuda only), then the trainer's construction
     pci_bus_id: str | None
+    flags: dict  # the numerics flags in effect in the worker, by phasebench/determinism.py's FLAG_NAMES
+    startup_parts_ns: dict[str, int]  # where the start went, ns (phasebench/worker/startup.py; docs/method.md)
 
 
 @dataclass
@@ -173,6 +179,8 @@ class PhaseReply(Reply):
     product: dict
     minor_faults: int
     major_faults: int
+    host_cpu_ns: int | None = None  # cuda only (PhaseTiming)
+    gpu_ns: int | None = None
 
 
 @dataclass

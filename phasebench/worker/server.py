@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import ctypes
 import gc
 import json
 import os
@@ -24,6 +23,7 @@ from array import array
 from collections.abc import Callable
 
 from phasebench.worker import group, protocol, threads
+from phasebench.worker.startup import pci_bus_id, set_up
 
 
 def load_libraries(language: str, library: str | None = None):
@@ -45,13 +45,12 @@ def load_libraries(language: str, library: str | None = None):
 
 class PythonAdapter:
     def __init__(self, options: dict):
+        begun = time.perf_counter_ns()
         trainer = load_libraries("python")
         PHASE_NAMES, Trainer = trainer.PHASE_NAMES, trainer.Trainer  # noqa: N806
 
         # The program's own time starts here, with its imports done (docs/results.md#the-published-table-redone).
-        start = time.perf_counter_ns()
-        self.trainer = Trainer(**options)
-        self.setup_ns = time.perf_counter_ns() - start
+        self.trainer, self.setup_ns, self.startup_parts_ns = set_up(lambda: Trainer(**options), options, begun)
         self.names = list(PHASE_NAMES)
 
     def phase_names(self):
@@ -77,10 +76,10 @@ class CppAdapter:
     def __init__(self, options: dict, library: str):
         from phasebench.worker import cpp_lib
 
+        begun = time.perf_counter_ns()
         lib = load_libraries("cpp", library)
-        start = time.perf_counter_ns()
-        self.trainer = cpp_lib.CppTrainer(lib, **options)
-        self.setup_ns = time.perf_counter_ns() - start
+        self.trainer, self.setup_ns, self.startup_parts_ns = set_up(lambda: cpp_lib.CppTrainer(lib, **options),
+                                                                    options, begun)
 
     def phase_names(self):
         return self.trainer.phase_names()
@@ -105,25 +104,6 @@ def capability() -> str | None:
     if "torch" not in sys.modules:
         return None
     return sys.modules["torch"].backends.cpu.get_cpu_capability()
-
-
-def pci_bus_id(device: str) -> str | None:
-    """The PCI bus id of this worker's GPU in NVML's spelling (00000000:41:00.0), read through the CUDA runtime this
-    process already loaded (torch's or LibTorch's): the pytest process samples that GPU by this id, and never
-    touches CUDA itself. None on cpu."""
-    if not device.startswith("cuda"):
-        return None
-    index = int(device.partition(":")[2] or 0)  # a bare "cuda" is cuda:0: a worker never changes its device
-    with open("/proc/self/maps") as maps:
-        runtime = next((line.split()[-1] for line in maps if "/libcudart.so" in line), None)
-    if runtime is None:
-        raise RuntimeError(f"{device}: no CUDA runtime (libcudart) is loaded in this worker")
-    text = ctypes.create_string_buffer(64)
-    status = ctypes.CDLL(runtime).cudaDeviceGetPCIBusId(text, len(text), index)
-    if status != 0:
-        raise RuntimeError(f"{device}: cudaDeviceGetPCIBusId failed with CUDA error {status}")
-    domain, bus, rest = text.value.decode().split(":")
-    return f"{int(domain, 16):08X}:{bus.upper()}:{rest.upper()}"
 
 
 def count_conditions(language: str, trainer) -> dict:
@@ -241,9 +221,20 @@ class Server:
 
             self.counter = Counter(args.library, args.count_out, args.impl)
             counted = self.counter.attach(args.language, self.trainer) | {"cpu_capability": capability()}
-        return protocol.Started(os.getpid(), self.adapter.phase_names(), self.trainer.threads(),
-                                0 if self.counter else self.trainer.timer_floor(), self.adapter.setup_ns,
-                                pci_bus_id(request.options.get("device", "cpu")), extra=counted)
+        # The start-up's last parts, each on its own clock: the timer floor (none in the count mode) and the bus id
+        # (cuda only). Left out of every part: the count mode's set-up and the reply.
+        parts = dict(self.adapter.startup_parts_ns)
+        floor, began = 0, time.perf_counter_ns()
+        if not self.counter:
+            floor = self.trainer.timer_floor()
+            parts["timer_floor"] = time.perf_counter_ns() - began
+        device, began = request.options.get("device", "cpu"), time.perf_counter_ns()
+        bus_id = pci_bus_id(device)
+        if bus_id is not None:
+            parts["pci_bus_id"] = time.perf_counter_ns() - began
+        return protocol.Started(os.getpid(), self.adapter.phase_names(), self.trainer.threads(), floor,
+                                self.adapter.setup_ns, bus_id, flags=self.trainer.flags(),
+                                startup_parts_ns=parts, extra=counted)
 
     def stop(self, request: protocol.Stop) -> protocol.Ok:
         if self.adapter is not None:

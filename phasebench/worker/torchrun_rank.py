@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from phasebench import registry
+from phasebench.devices import rank_device
 from phasebench.worker import group
 from phasebench.worker.server import CppAdapter, PythonAdapter, on_the_shared_clock
 
@@ -37,8 +38,8 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="the process group's timeout, seconds")
     args = parser.parse_args(argv)
     options = json.loads(args.options)
-    if options.get("device", "cpu") == "cuda":  # one GPU a rank: this node's local rank's (NCCL)
-        options["device"] = f"cuda:{os.environ['LOCAL_RANK']}"
+    # One GPU a rank: this node's local rank's (NCCL)
+    options["device"] = rank_device(options.get("device", "cpu"), int(os.environ["LOCAL_RANK"]))
     impl = registry.get(args.impl)
     adapter = PythonAdapter(options) if impl.language == "python" else CppAdapter(options, args.library)
     trainer = adapter.trainer

@@ -12,15 +12,11 @@ from __future__ import annotations
 import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
+from phasebench.devices import rank_device
 from phasebench.worker.client import Worker, WorkerDied, WorkerError
 from phasebench.worker.protocol import DistJoin, DistStore, Reply, Request, Start
 
 GRACE_S = 5.0  # after the first rank failed: how much longer than the group's timeout its peers may take
-
-
-def rank_device(device: str, rank: int, size: int) -> str:
-    """One GPU a rank: rank r of a world on cuda trains on cuda:r (the plugin refuses a world larger than the GPUs)."""
-    return f"cuda:{rank}" if device == "cuda" and size > 1 else device
 
 
 class WorldFailed(RuntimeError):
@@ -42,7 +38,7 @@ class World:
             raise failed[0]
         try:
             self.port = self.workers[0].request(DistStore(self.size, timeout_s)).port
-            self.joined = self.request_all([DistJoin(rank, self.size, rank_device(device, rank, self.size), timeout_s,
+            self.joined = self.request_all([DistJoin(rank, self.size, rank_device(device, rank), timeout_s,
                                                      self.port) for rank in range(self.size)])
         except BaseException:
             self.kill()
@@ -52,7 +48,7 @@ class World:
         """Every rank's trainer started again with other options, one dict a rank (the equivalence tests: dropout),
         in the same group."""
         self.request_all([Start(each) for each in options])
-        self.joined = self.request_all([DistJoin(rank, self.size, rank_device(self.device, rank, self.size),
+        self.joined = self.request_all([DistJoin(rank, self.size, rank_device(self.device, rank),
                                                  self.timeout_s, self.port) for rank in range(self.size)])
 
     @property

@@ -20,11 +20,19 @@ Ensembles (phasebench/train/ensemble.py; docs/gpu.md#concurrent-jobs-and-ensembl
 the weights seed k gives a model alone; with dropout off, the Python loop's member k trains as model k trained
 alone, to the bit; the C++ loop's members train as the Python loop's, to the bit, with dropout off and on; and
 python-vmap's member k stays within a tolerance of model k alone, justified where it is defined.
-The compiled and CUDA-graph variants run other kernels or draw their masks
-otherwise: they are compared within a rounding tolerance, CUDA graphs on cuda only.
+The compiled variants run other kernels: they are compared within a rounding tolerance. The CUDA-graph
+variants replay the eager step's kernels: on cuda only, with dropout off (a graph draws its masks otherwise), to
+the bit.
+
+Every worker here runs under the deterministic numerics (pairs.equivalence_options; phasebench/determinism.py):
+deterministic algorithms, cuDNN deterministic without its benchmark mode, no TF32, a fixed cuBLAS workspace. On cuda
+they make the same training repeat to the bit, so the published pair and the CUDA graphs are held to the bit there
+too (docs/method.md#both-implementations-train-the-same-model); test_numerics.py checks that every equivalence
+worker carries them and no timed worker does.
 
 By subject: the published pair (test_published_pair.py), every other implementation against its language's
 published one (test_variants.py), ensembles (test_ensembles.py), the compiled and CUDA-graph variants
-(test_compiled.py), and the premise of the package's kept workers (test_kept_workers.py). pairs.py holds the pairs
+(test_compiled.py), the premise of the package's kept workers (test_kept_workers.py), and the numerics each worker
+runs under (test_numerics.py). pairs.py holds the pairs
 and their comparisons; conftest.py the workers the tests borrow their trainers from.
 """

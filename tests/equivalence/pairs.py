@@ -80,6 +80,13 @@ class Pair:
         return replies
 
 
+def equivalence_options(settings, device: str, log_path: str, impl: str, workload: Workload = DEFAULT_WORKLOAD) -> dict:
+    """What an equivalence test's worker trains: a timed worker's options (settings.worker_options) under the
+    deterministic numerics (phasebench/determinism.py), which every equivalence worker runs under and no timed
+    worker does: on cuda, without them, two eager runs of one training can differ in the last bits."""
+    return settings.worker_options(device, log_path, impl=impl, workload=workload) | {"deterministic": True}
+
+
 def restart(worker: Worker, options: dict, impl: str | None = None) -> None:
     """A fresh trainer with these options in the same worker process, as a new process would build it: nothing of
     the last one is kept. `impl`: the implementation the options are (another of the worker's language)."""
@@ -101,7 +108,7 @@ def worker_pair(settings, library: str | None, logs, dropout: float, impls: tupl
 
     def start(impl: str) -> Worker:
         language = registry.get(impl).language
-        given = settings.worker_options(device, str(logs / f"{impl}.log"), impl=impl, workload=workload)
+        given = equivalence_options(settings, device, str(logs / f"{impl}.log"), impl, workload)
         given |= {"dropout": dropout} | ((options or {}) if impl == impls[1] else {})
         if borrowed:
             return kept.fresh(impl, given)
@@ -238,7 +245,8 @@ def assert_same_training(pair: Pair, what: str, steps: int = STEPS) -> None:
     if differ.size:
         first = differ[0]
         problems.append(f"losses differ from step {first} on ({differ.size} of {steps} steps): step {first} "
-                        f"{a} {losses[a][first]:.17g}, {b} {losses[b][first]:.17g}")
+                        f"{a} {losses[a][first]:.17g}, {b} {losses[b][first]:.17g} "
+                        f"(difference {abs(losses[a][first] - losses[b][first]):.3g})")
     differences = bit_differences(layout, weights[a], weights[b], pair.names)
     if differences:
         problems.append(f"after the last step: {differences}")

@@ -12,6 +12,7 @@ from tests.equivalence.pairs import (
     PUBLISHED_DROPOUT,
     STEPS,
     Pair,
+    assert_same_training,
     bit_differences,
     parameters,
     train_from_same_weights,
@@ -20,8 +21,7 @@ from tests.equivalence.pairs import (
 
 # Where the kernels differ, the same training can differ by float32 rounding alone: inductor fuses relu, max-pool,
 # log-softmax, nll_loss and their backward into loops of its own (its own exp and log, its own summation order
-# for the loss and the bias gradients), each a few ulp from ATen's; on cuda, cuDNN's weight-gradient kernels may
-# add in any order (atomics), so two eager runs can differ too. Such differences start at an ulp or two (a loss
+# for the loss and the bias gradients), each a few ulp from ATen's. Such differences start at an ulp or two (a loss
 # near 2 has ulps of 2.4e-7) and stay there until one of them tips a max-pool's choice between two near-equal
 # values or a relu at zero; from then on the two trainings drift apart, faster each step. Measured on this cpu,
 # python-compile against python with the published dropout: the losses agreed within 2.4e-7 for the first 60
@@ -89,14 +89,18 @@ WHOLE_STEP_VARIANTS = [impl.name for impl in registry.REGISTRY if impl.step != "
 
 @pytest.mark.parametrize("variant", WHOLE_STEP_VARIANTS)
 def test_same_training_on_cuda(request, settings, tmp_path, variant):
-    """On cuda, with dropout off: CUDA graphs (the first steps eager warm-up, then replays of the captured step)
-    and the compiled model train as eager in their language, within the rounding tolerance. With dropout on a
-    captured graph draws its own masks: it advances the generator's Philox offset by its own rule on each
-    replay, not by the eager kernels' amounts, so the masks differ from eager's by design (docs/method.md#both-implementations-train-the-same-model). The
-    tolerances are the compiled variant's (above): this test has not yet run on a GPU."""
+    """On cuda, with dropout off, both workers under the deterministic numerics (pairs.equivalence_options):
+    CUDA graphs (the first steps eager warm-up, then replays of the captured step) replay the eager step's kernels,
+    so they train as eager in their language to the bit, losses and weights; the compiled model runs inductor's
+    kernels, within the rounding tolerance above. With dropout on a captured graph draws its own masks: it
+    advances the generator's Philox offset by its own rule on each replay, not by the eager kernels' amounts, so
+    the masks differ from eager's by design (docs/method.md#both-implementations-train-the-same-model)."""
     variant_impl = registry.get(variant)
     reference = registry.language_reference(variant_impl).name
     library = request.getfixturevalue("cpp_library") if variant_impl.language == "cpp" else None
     options = {"fallback_random": True} if variant_impl.step.startswith("compile") else None
     with worker_pair(settings, library, tmp_path, 0.0, (reference, variant), device="cuda", options=options) as pair:
-        assert_close_training(pair, "dropout off, on cuda")
+        if variant_impl.step == "graphs":
+            assert_same_training(pair, "dropout off, on cuda, deterministic numerics")
+        else:
+            assert_close_training(pair, "dropout off, on cuda, deterministic numerics")

@@ -13,7 +13,15 @@ import pytest
 
 from phasebench.worker import protocol
 from phasebench.worker.client import Worker
-from tests.equivalence.pairs import POOL_GROUP, PUBLISHED_DROPOUT, bit_differences, get_params, parameters, restart
+from tests.equivalence.pairs import (
+    POOL_GROUP,
+    PUBLISHED_DROPOUT,
+    bit_differences,
+    equivalence_options,
+    get_params,
+    parameters,
+    restart,
+)
 
 # The module's ensembles are trained with the package's kept workers, once, in the pool's process.
 pytestmark = pytest.mark.xdist_group(POOL_GROUP)
@@ -86,7 +94,7 @@ def ensembles(settings, kept_workers, tmp_path_factory) -> tuple[list, dict[str,
     if "cpu" not in settings.devices:
         pytest.skip(f"--device {','.join(settings.devices)}: the equivalence tests compare implementations on cpu")
     logs = tmp_path_factory.mktemp("equivalence-ensembles")
-    options = {impl: settings.worker_options("cpu", str(logs / f"{impl}.log"), impl=impl)
+    options = {impl: equivalence_options(settings, "cpu", str(logs / f"{impl}.log"), impl)
                | {"dropout": 0.0, "loader": "batched"} for impl in ("python", "python-vmap", "cpp")}
     runs = {}
     workers = {impl: kept_workers.fresh(impl, options[impl]) for impl in ("python", "cpp")}

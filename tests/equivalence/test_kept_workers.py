@@ -15,6 +15,7 @@ from tests.equivalence.pairs import (
     POOL_GROUP,
     PUBLISHED_DROPOUT,
     assert_bit_identical,
+    equivalence_options,
     get_params,
     restart,
 )
@@ -27,7 +28,7 @@ def test_a_restarted_trainer_trains_as_a_new_process(kept_workers, settings, tmp
     with a loader of its own, LOADER_VARIANTS) and trains 3 steps so, then is sent `start` as the first again: the
     new trainer repeats the new process's initial weights, losses and weights after, to the bit."""
     def options(impl: str) -> dict:
-        return settings.worker_options("cpu", str(tmp_path / f"{impl}.log"), impl=impl) | {"dropout": PUBLISHED_DROPOUT}
+        return equivalence_options(settings, "cpu", str(tmp_path / f"{impl}.log"), impl) | {"dropout": PUBLISHED_DROPOUT}
 
     def three_steps(worker: Worker) -> tuple:
         initial = get_params(worker)

@@ -93,6 +93,16 @@ def test_same_losses_with_dropout(fresh_pair):
     assert_same_training(fresh_pair(PUBLISHED_DROPOUT), f"dropout {PUBLISHED_DROPOUT}")
 
 
+@pytest.mark.parametrize("dropout", [0.0, PUBLISHED_DROPOUT], ids=["dropout-off", "dropout-on"])
+def test_same_training_on_cuda(settings, cpp_library, tmp_path, dropout):
+    """On cuda, both workers under the deterministic numerics (pairs.equivalence_options): from the same weights,
+    STEPS steps in both languages end in the same losses and weights, to the bit, with dropout off and with the
+    published dropout (both draw their masks with the same ATen kernels from the same seeded cuda generator). Two
+    workers of its own on the GPU; it skips without one."""
+    with worker_pair(settings, cpp_library, tmp_path, dropout, device="cuda") as pair:
+        assert_same_training(pair, f"dropout {dropout}, on cuda, deterministic numerics")
+
+
 def test_same_one_epoch_run(settings, cpp_library, tmp_path):
     """The published run itself, a whole epoch in both languages, ends in bit-identical weights and accuracy.
     Why it cannot be cheaper (about 30 s here): the short runs of the other tests stop before the epoch's short

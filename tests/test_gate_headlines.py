@@ -1,0 +1,148 @@
+"""The first line of every gate's output is its final verdict (docs/gating.md): one run a side says "no verdict",
+a regression "FAILED", and a regression that the confirming rerun cleared "passed", as the exit status does, in
+python -m phasebench.gate, .gate.paired, .gate.counts and .ci/bench-pr's gate.md."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from phasebench.gate import cli as gate_cli
+from phasebench.gate import counts, paired
+from tests.test_count_gate import BASE, counted_result
+from tests.test_paired import save_run
+
+ROOT = Path(__file__).resolve().parents[1]
+SLOWED = {"test_phase[forward-cpp-cpu]": 0.5}
+
+
+def first_line(text: str) -> str:
+    return text.splitlines()[0]
+
+
+def test_one_run_a_side_says_no_verdict_first(tmp_path, capsys):
+    base, head = (save_run(tmp_path / f"{side}.json", random.Random(1), 0.0, slow)
+                  for side, slow in (("base", None), ("head", SLOWED)))
+    assert gate_cli.main([base, head]) == 0
+    assert first_line(capsys.readouterr().out).startswith("**Gate: no verdict** (one run a side: ")
+    assert paired.main(["--base", base, "--head", head]) == 0
+    assert first_line(capsys.readouterr().out).startswith("**Gate: no verdict** (one run a side: ")
+
+
+def paired_runs(folder: Path, side: str, slow=None, seed: int = 0) -> list[str]:
+    folder.mkdir(exist_ok=True)
+    rng = random.Random(seed)
+    return [save_run(folder / f"{side}-{i}.json", rng, 0.02, slow) for i in range(3)]
+
+
+def test_the_verdict_after_the_confirming_rerun_comes_first(tmp_path, capsys):
+    """A regression in the first runs that the rerun clears: "passed" first, exit 0; one the rerun confirms:
+    "FAILED" first, exit 1; the first runs' table follows the rerun's, under its own heading."""
+    first = ["--base", *paired_runs(tmp_path / "first", "base"),
+             "--head", *paired_runs(tmp_path / "first", "head", SLOWED, seed=1)]
+    assert paired.main(first) == 1
+    assert first_line(capsys.readouterr().out).startswith("**Gate: FAILED, 2 regressed** (3 paired runs; ")
+
+    cleared = ["--confirm-base", *paired_runs(tmp_path / "cleared", "base", seed=2),
+               "--confirm-head", *paired_runs(tmp_path / "cleared", "head", seed=3)]
+    gate_md = tmp_path / "gate.md"
+    assert paired.main([*first, *cleared, "--markdown", str(gate_md), "--failing", str(tmp_path / "failing")]) == 0
+    out = capsys.readouterr().out
+    assert first_line(out).startswith("**Gate: passed** (cleared by the rerun: 2 regressed in the first runs, none "
+                                      "when their cases ran again alone; 3 paired runs; ")
+    assert gate_md.read_text() == out and (tmp_path / "failing").read_text() == ""
+    rerun, first_runs = out.split("### The failing cases run again alone (the verdict)")[1].split("### The first runs")
+    assert "**regressed**" not in rerun and "**regressed**" in first_runs
+
+    confirmed = ["--confirm-base", *paired_runs(tmp_path / "confirmed", "base", seed=4),
+                 "--confirm-head", *paired_runs(tmp_path / "confirmed", "head", SLOWED, seed=5)]
+    assert paired.main([*first, *confirmed]) == 1
+    assert first_line(capsys.readouterr().out).startswith("**Gate: FAILED, 2 regressed** (confirmed: 2 regressed "
+                                                          "again when the first runs' failing cases ran again alone")
+
+
+def test_the_count_gate_says_its_verdict_first(tmp_path, capsys):
+    base, slower, other = tmp_path / "base.json", tmp_path / "slower.json", tmp_path / "other.json"
+    base.write_text(json.dumps(counted_result(BASE)))
+    slower.write_text(json.dumps(counted_result(BASE | {"forward-python-cpu": [37_281_000] * 3})))
+    other.write_text(json.dumps(counted_result(BASE, bracket="another bracket")))
+    for base_file, head_file, status, verdict in ((base, slower, 1, "FAILED, 1 regressed"), (base, base, 0, "passed"),
+                                                  (other, base, 0, "not comparable, passes")):
+        assert counts.main(["--base", str(base_file), "--head", str(head_file)]) == status
+        assert first_line(capsys.readouterr().out) == (f"## Instruction-count gate: {verdict} "
+                                                       "(base vs head, `--count instructions`)")
+
+
+# -- .ci/bench-pr's gate.md, its shell composition run for real over trees whose pytest saves made-up runs ------------
+
+FAKE_PYTEST = textwrap.dedent('''
+    """A tree's pytest for .ci/bench-pr: saves a run of CASES (those named, in a rerun) as --benchmark-save names it;
+    head's runs of the stages in FAKE_SLOW_STAGES have forward-cpp-cpu 50 % slower."""
+    import json, os, random, sys
+    from pathlib import Path
+    from pytest_benchmark.utils import get_machine_id
+    sys.path.insert(0, {root!r})
+    from tests.test_paired import CASES
+
+    options = dict(arg[2:].split("=", 1) for arg in sys.argv[1:] if arg.startswith("--") and "=" in arg)
+    named = [arg.rpartition("::")[2] for arg in sys.argv[1:] if "::" in arg]
+    name = options["benchmark-save"]
+    stage, side, index = name.rsplit("-", 2)
+    slow = side == "head" and stage in os.environ.get("FAKE_SLOW_STAGES", "").split(",")
+    folder = Path(options["benchmark-storage"].removeprefix("file://")) / get_machine_id()
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(name)
+    benchmarks = []
+    for case, (phase, impl, median, floor) in CASES.items():
+        if named and case not in named:
+            continue
+        value = median * (1 + rng.gauss(0, 0.01)) * (1.5 if slow and case == "test_phase[forward-cpp-cpu]" else 1)
+        benchmarks.append({{"fullname": f"bench/test_phases.py::{{case}}", "name": case, "group": phase,
+                           "stats": {{"median": value, "iqr": 0.0, "q1": value, "q3": value, "rounds": 5}},
+                           "extra_info": {{"phase": phase, "implementation": impl, "device": "cpu",
+                                          "timer_floor_s": floor}}}})
+    number = len(list(folder.glob("*.json"))) + 1
+    (folder / f"{{number:04}}_{{name}}.json").write_text(json.dumps({{
+        "machine_info": {{"phasebench": {{"method": {method}, "dataset": "synthetic"}}}}, "benchmarks": benchmarks}}))
+''')
+
+
+def fake_tree(path: Path, method: int) -> Path:
+    """A tree whose .venv/bin/python runs FAKE_PYTEST for `-m pytest` and this interpreter for everything else (the
+    gate and the report: phasebench as installed)."""
+    (path / ".venv" / "bin").mkdir(parents=True)
+    (path / "fake_pytest.py").write_text(FAKE_PYTEST.format(root=str(ROOT), method=method))
+    python = path / ".venv" / "bin" / "python"
+    python.write_text(f'#!/bin/sh\nif [ "$1 $2" = "-m pytest" ]; then shift 2; exec {sys.executable} '
+                      f'{path / "fake_pytest.py"} "$@"; fi\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    return path
+
+
+def bench_pr(tmp_path: Path, slow_stages: str) -> tuple[int, str, str]:
+    from phasebench.results import METHOD_VERSION
+
+    trees = [fake_tree(tmp_path / side, METHOD_VERSION) for side in ("base", "head")]
+    env = os.environ | {"PHASEBENCH_NO_INSTALL": "1", "GATE_PAIRS": "2",
+                        "HEAD_ENV": f"FAKE_SLOW_STAGES={slow_stages}"}
+    done = subprocess.run(["bash", str(ROOT / ".ci" / "bench-pr"), *map(str, trees), str(tmp_path / "out"),
+                           "--device", "cpu"], env=env, capture_output=True, text=True, timeout=300)
+    return done.returncode, (tmp_path / "out" / "gate.md").read_text(), done.stderr
+
+
+def test_bench_pr_opens_gate_md_with_the_verdict_after_its_rerun(tmp_path):
+    status, gate_md, log = bench_pr(tmp_path / "cleared", "first")
+    assert "running them again alone to confirm" in log, log
+    assert status == 0, log
+    assert first_line(gate_md).startswith("**Gate: passed** (cleared by the rerun: 2 regressed in the first runs"), gate_md
+
+    status, gate_md, log = bench_pr(tmp_path / "confirmed", "first,confirm")
+    assert status == 1, log
+    assert first_line(gate_md).startswith("**Gate: FAILED, 2 regressed** (confirmed: "), gate_md
+    assert "### The first runs (2 regressed; their cases were run again alone, above)" in gate_md
+
