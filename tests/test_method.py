@@ -52,7 +52,7 @@ def test_a_result_of_the_previous_method_is_refused_naming_both():
 
     from phasebench import results
 
-    path = ROOT / "results" / "answer" / "default-run-3.json"
+    path = ROOT / "tests" / "fixtures" / "method-3-default-run.json"  # a default run of method 3
     saved = json.loads(path.read_text())
     assert results.method_of(saved) == 3
     why = results.mismatch(path, saved, METHOD_VERSION)

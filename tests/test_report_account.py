@@ -20,7 +20,7 @@ from phasebench.results import read_result
 ROOT = Path(__file__).resolve().parents[1]
 # --count instructions on a clean tree, at the commit of times-b96ed3c.json below
 COUNTED = ROOT / "results" / "instruction-counts" / "spread" / "01.json"
-TIMED = ROOT / "results" / "answer" / "default-run-3.json"  # the README's default run
+TIMED = ROOT / "tests" / "fixtures" / "method-3-default-run.json"  # a default run of method 3 (3779c89)
 TIMED_BESIDE_COUNTS = ROOT / "results" / "instruction-counts" / "times-b96ed3c.json"
 SAVED_REPORT = ROOT / "results" / "instruction-counts" / "report-01.md"  # 01.json --beside times-b96ed3c.json
 Z = 1.959964

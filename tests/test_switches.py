@@ -25,7 +25,8 @@ from phasebench.worker import counting, protocol, server
 from phasebench.worker.client import ROOT, Conditions
 from tests.child_runs import _data_options, run_suite
 
-ANSWER = ROOT / "results" / "answer" / "default-run-3.json"
+# A default run of method 3 (the README's answer at commit 3779c89), saved before the switches existed.
+ANSWER = ROOT / "tests" / "fixtures" / "method-3-default-run.json"
 
 
 def options(**given):
