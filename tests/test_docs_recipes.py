@@ -4,7 +4,12 @@ in ```sh blocks; every command of every block runs at least to its usage check, 
 --help, or no arguments where too few make it print its usage and exit 2), `git worktree add -h` (git's usage, exit
 129), and for any other program that it is installed. A command that only reads (`python -c …`, `python -m
 phasebench.report FILE` of a saved file that exists) runs for real. A program that is gone, a module renamed, a git
-subcommand misspelt or an option dropped from a script fails here, with the page's line."""
+subcommand misspelt or an option dropped from a script fails here, with the page's line.
+
+Then the recipes run end to end, each command as written, in the order a reader follows them, on the smallest rounds:
+the README's quick-start run and "Save and compare a baseline" in a copy of this checkout, docs/gating.md's wall-time
+gate from a clone; the count gate's recipe, minutes under Valgrind, in its own CI job (`python -m
+tests.test_docs_recipes PAGE SECTION [OPTIONS]`, main below)."""
 
 from __future__ import annotations
 
@@ -13,6 +18,8 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -262,3 +269,188 @@ def test_a_broken_recipe_fails():
         ["recipes.md:21", "no-such-program-anywhere"],
         ["recipes.md:22", ".venv/bin/python -m pytest --benchmark-only --no-such-option=3"]], "\n".join(found)
     assert found[-1].endswith("--no-such-option not in its --help")
+
+
+# ---- The recipes run end to end, in the order a reader follows them ----------------------------------------------
+# Each command runs as the page writes it, from the root of a checkout (a copy of this one, or a clone), with the
+# additions a test needs and nothing else, each said in the test: options that shrink the run (fewer rounds, fewer
+# cases) and, where tiny runs cannot hold them, wider thresholds. The count gate's recipe takes minutes under
+# Valgrind: its CI job (.github/workflows/recipes.yml) runs it, through `python -m tests.test_docs_recipes`.
+
+SMALL_RUN = ["--rounds", "1", "--warmup-rounds", "0", "-p", "no:cacheprovider"]  # one counted round, no warm-up
+
+
+def run_recipe(page: Path, title: str, cwd: Path, shrink=lambda argv: argv, env: dict | None = None,
+               timeout: float = 600) -> list[tuple[list[str], subprocess.CompletedProcess]]:
+    """The commands of one recipe (a `## ` or `### ` section of a page), run in order from cwd, each as
+    shrink(argv) with $VARIABLES expanded as bash expands them (PWD is cwd), the shell's builtins left out; the
+    first that fails fails the recipe, naming the page's line and the command as written."""
+    text = page.read_text(encoding="utf8").replace("\n### ", "\n## ")
+    recipe = sections(text).get(title)
+    assert recipe, f"{page}: no section {title!r} with a ```sh command"
+    env = {**os.environ, **(env or {}), "PWD": str(cwd)}
+    done = []
+    for number, argv in recipe:
+        if not strip_prefixes(argv) or strip_prefixes(argv)[0] in BUILTINS:
+            continue
+        command = [re.sub(r"\$(\w+)|\$\{(\w+)\}", lambda name: env.get(name[1] or name[2], ""), arg)
+                   for arg in shrink(argv)]
+        began = time.monotonic()
+        ran = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+        print(f"{page.name}:{number}: {shlex.join(command)}: exit status {ran.returncode} in "
+              f"{time.monotonic() - began:.1f} s", flush=True)
+        assert ran.returncode == 0, (f"{page}:{number}: {shlex.join(argv)} (run as {shlex.join(command)}) exited "
+                                     f"{ran.returncode}:\n{ran.stdout[-3000:]}\n{ran.stderr[-3000:]}")
+        done.append((argv, ran))
+    return done
+
+
+def checkout_copy(tree: Path, mnist_root: Path) -> Path:
+    """A copy of this working tree (git's tracked and untracked-but-not-ignored files) to run recipes in, as a
+    reader's checkout: phasebench's default storage is the copy's own `.benchmarks/` (ROOT, which phasebench reads
+    from its own files' place, is the copy), so nothing is saved into this checkout. build/ is a link to this
+    checkout's, whose C++ library the copy's identical sources hash to; data/ is this run's data; .venv is
+    this_venv's."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.split("\0")
+    for name in filter(None, listed):
+        if (ROOT / name).is_file() and not (ROOT / name).is_symlink():
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, tree / name)
+    (tree / "build").symlink_to(ROOT / "build")
+    (tree / "data").symlink_to(mnist_root.resolve())
+    this_venv(tree)
+    return tree
+
+
+def this_venv(tree: Path) -> None:
+    """tree/.venv/bin: scripts that run this environment's programs (a link to the venv would put torch under
+    another path, which the C++ library's hash covers, and build it again)."""
+    bin_dir = tree / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for program in ("python", "pytest", "pytest-benchmark", "pip"):
+        real = Path(sys.executable) if program == "python" else Path(sys.executable).parent / program
+        (bin_dir / program).write_text(f'#!/bin/sh\nexec {shlex.quote(str(real))} "$@"\n')
+        (bin_dir / program).chmod(0o755)
+
+
+def clean_env() -> dict[str, str]:
+    """This process's environment without what a run of the suite or a gate reads (a reader's shell has none)."""
+    return {name: value for name, value in os.environ.items()
+            if not name.startswith(("PYTEST_", "PHASEBENCH_", "HISTORY_", "GATE_", "BENCH_PR", "HEAD_ENV"))}
+
+
+def test_the_quick_start_and_the_baseline_recipe_run_as_written(pytestconfig, cpp_library, tmp_path):
+    """The README's quick-start benchmark run, then docs/recipes.md's "Save and compare a baseline", every command
+    in its order, in a copy of this checkout. Shrunk: every pytest run gets one counted round and no warm-up, and
+    `-k forward`: the recipe's runs `--impl python,cpp` (one phase in both languages, which the ratio gate and the
+    gate's ratios need; the C++ library is the suite's cached build), the README's `--impl python`. Not run: the
+    quick start's `python3 -m venv .venv` and `pip install -r requirements.txt` (the environment this test
+    runs in; CI's test job makes it with those commands, .ci/run), and the README's test command, which is the
+    command running this test."""
+    tree = checkout_copy(tmp_path / "checkout", Path(pytestconfig.getoption("mnist_root")))
+    readme = [argv for _, argv in sections((ROOT / "README.md").read_text(encoding="utf8"))["Quick start"]]
+    assert [".venv/bin/python", "-m", "pytest", "--benchmark-only"] in readme, readme
+
+    def shrink(argv: list[str], impls: str = "python,cpp") -> list[str]:
+        if argv[1:3] != ["-m", "pytest"]:
+            return argv
+        # The recipe's thresholds judge runs of the default 100 rounds; two runs of one round of a phase of a few
+        # milliseconds on a shared 2-core machine differ by more than 30 % by chance. Whether unchanged runs
+        # hold the recipe's thresholds is measured apart; here the compare must run, with thresholds no chance
+        # difference reaches.
+        wide = {"--benchmark-compare-fail": "--benchmark-compare-fail=median:100000%",
+                "--phase-ratio-fail": "--phase-ratio-fail=100000%"}
+        return [wide.get(arg.split("=")[0], arg) for arg in argv] + SMALL_RUN + ["-k", "forward", "--impl", impls]
+
+    readme_page = tmp_path / "quick-start.md"  # the README's command, run by the same machinery as the recipes
+    readme_page.write_text("## Quick start\n\n```sh\n.venv/bin/python -m pytest --benchmark-only\n```\n")
+    (_, quick), = run_recipe(readme_page, "Quick start", tree, lambda argv: shrink(argv, "python"), clean_env())
+    assert "test_phase[forward-python-cpu]" in quick.stdout and "the answer" in quick.stdout, quick.stdout[-3000:]
+    ran = run_recipe(tree / RECIPES, "Save and compare a baseline", tree, shrink, clean_env())
+    assert len(ran) == 5, [shlex.join(argv) for argv, _ in ran]
+    saved = sorted(path.name for path in (tree / ".benchmarks").rglob("*.json"))
+    assert saved == ["0001_before.json", "0002_after.json"], saved
+    assert re.search(r"Comparing against benchmarks from: \S*0001_before\.json", ran[1][1].stdout + ran[1][1].stderr)
+    assert "0001_before" in ran[2][1].stdout and "0002_after" in ran[2][1].stdout, ran[2][1].stdout[-3000:]
+    assert ran[3][1].stdout.lstrip("*").startswith("Gate: no verdict"), ran[3][1].stdout[:500]
+    assert "forward" in ran[4][1].stdout, ran[4][1].stdout[:500]
+
+
+def test_the_wall_time_gate_recipe_runs_as_written(pytestconfig, tmp_path):
+    """docs/gating.md's wall-time gate, every command in its order (fetch, the two worktrees, the shared
+    environment, the gate, the removal), from a clone of this repository whose origin is this checkout: the
+    recipe's trees are commits, base origin/main (this checkout's HEAD where it has no main branch, as a CI
+    checkout of a pull request) and head HEAD. Shrunk: GATE_PAIRS=1 (one run a side, which gives "no verdict"),
+    one round without warm-up, `--impl python -k "test_phase and forward"` (one case; no C++ case, for which each
+    tree would build its own library), and this run's data (`--mnist-root`), so that neither tree unpacks its own."""
+    clone = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)], check=True, capture_output=True)
+    if subprocess.run(["git", "-C", str(clone), "rev-parse", "-q", "--verify", "origin/main"],
+                      capture_output=True).returncode != 0:
+        subprocess.run(["git", "-C", str(clone), "update-ref", "refs/remotes/origin/main", "HEAD"], check=True)
+    this_venv(clone)
+    data = Path(pytestconfig.getoption("mnist_root")).resolve()
+
+    def shrink(argv: list[str]) -> list[str]:
+        if not any(arg.endswith(".ci/bench-pr") for arg in argv):
+            return argv
+        return argv + SMALL_RUN + ["--impl", "python", "-k", "test_phase and forward", f"--mnist-root={data}"]
+
+    ran = run_recipe(ROOT / "docs" / "gating.md", "The wall-time gate", clone, shrink,
+                     clean_env() | {"GATE_PAIRS": "1"})
+    assert [argv[0] for argv, _ in ran] == ["git", "git", "git", "ln", "ln", "env", "git", "git"], ran
+    gate = (tmp_path / "gate" / "time" / "gate.md").read_text()
+    assert "no verdict" in gate.splitlines()[0], gate
+    assert "test_phase[forward-python-cpu]" in gate, gate
+    assert not (tmp_path / "gate" / "base").exists() and not (tmp_path / "gate" / "head").exists()
+
+
+def test_the_count_gate_recipe_runs_in_its_ci_job():
+    """The count gate's recipe takes minutes under Valgrind (docs/recipes.md states its cost): the job `recipe` of
+    .github/workflows/recipes.yml runs it, every command in its order, through this module's command line; and
+    docs/gating.md's count-gate command is the recipe's."""
+    workflow = (ROOT / ".github" / "workflows" / "recipes.yml").read_text(encoding="utf8")
+    assert re.search(r'\.venv/bin/python -m tests\.test_docs_recipes docs/recipes\.md[\s\\]+"Gate a pull request on '
+                     r'instruction counts"', workflow), workflow
+    recipe = [argv for _, argv in sections((ROOT / RECIPES).read_text(encoding="utf8"))[
+        "Gate a pull request on instruction counts"]]
+    gating = sections((ROOT / "docs" / "gating.md").read_text(encoding="utf8"))["The instruction-count gate"]
+    for _, argv in gating:
+        assert ["env", "PHASEBENCH_NO_INSTALL=1", *argv] in recipe or argv in recipe, argv
+
+
+def test_a_recipe_that_fails_as_written_fails(tmp_path):
+    """run_recipe stops at the first command that fails, naming the page's line and the command as written: here a
+    gate asked for saved runs that the storage does not hold, after a command that runs."""
+    this_venv(tmp_path)
+    page = tmp_path / "page.md"
+    page.write_text(f"## A recipe\n\n```sh\ncd .\n.venv/bin/python -c 'print(1)'\n"
+                    f".venv/bin/python -m phasebench.gate --storage file://{tmp_path}/none before after\n"
+                    f".venv/bin/python -c 'never ran'\n```\n")
+    with pytest.raises(AssertionError) as failed:
+        run_recipe(page, "A recipe", tmp_path)
+    message = str(failed.value)
+    assert message.startswith(f"{page}:6: .venv/bin/python -m phasebench.gate --storage file://{tmp_path}/none "
+                              "before after"), message
+    assert "before: no such file" in message and "never ran" not in message, message
+
+
+def main(argv: list[str]) -> int:
+    """CI's recipe job: `python -m tests.test_docs_recipes PAGE SECTION [PYTEST OPTIONS…]` runs the section's
+    commands in order from the current folder, the options after each .ci/ gate script's arguments (a smaller
+    selection); apt-get's commands are the job's own step (they need root)."""
+    page, title, *extra = argv
+
+    def shrink(command: list[str]) -> list[str]:
+        if strip_prefixes(command)[0] == "apt-get":
+            return ["true"]
+        return command + extra if any(arg.startswith(".ci/bench-pr") for arg in command) else command
+
+    for command, done in run_recipe(Path(page), title, Path.cwd(), shrink, timeout=3600):
+        print(f"$ {shlex.join(command)}\n{done.stdout}{done.stderr}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
