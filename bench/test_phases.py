@@ -18,11 +18,10 @@ import pytest
 
 from phasebench import registry, schema
 from phasebench.cpu_windows import phase_cpu, phase_faults, phase_host_and_gpu
-from phasebench.plugin import RUN_ORDER
-from phasebench.registry import ONE_SHOT_PHASES
+from phasebench.plugin.cases import RUN_ORDER
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
+from phasebench.spec import ONE_SHOT_PHASES, Workload
 from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
-from phasebench.spec import Workload
 from phasebench.worker.client import RoundRecords, WorkerError, worker_clock
 
 # pytest-benchmark reads the in-worker durations through this clock.

@@ -26,8 +26,7 @@ from contextlib import contextmanager, nullcontext
 import pytest
 
 from phasebench import registry, schema
-from phasebench.registry import ONE_SHOT_PHASES
-from phasebench.spec import LOG_INTERVAL
+from phasebench.spec import LOG_INTERVAL, ONE_SHOT_PHASES
 from phasebench.worker.client import describe_exit, worker_clock
 from phasebench.worker.protocol import Train
 

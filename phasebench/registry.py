@@ -17,15 +17,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from phasebench.spec import (  # noqa: F401  (ONE_SHOT_PHASES, TRAINING_PHASES re-exported)
+from phasebench.spec import (
     ENSEMBLES,
     LOADERS,
-    ONE_SHOT_PHASES,
     OPTIMIZERS,
     STEP_IN_RUN,
     STEPS,
     SYNCS,
-    TRAINING_PHASES,
     step_phases,
 )
 

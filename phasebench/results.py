@@ -17,7 +17,6 @@ import json
 from pathlib import Path
 
 from phasebench import registry, schema
-from phasebench.schema import METHOD_VERSION  # noqa: F401 (read here by the plugin and the gate)
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 DEFAULT_STORAGE = f"file://{ROOT / '.benchmarks'}"  # phasebench/plugin/__init__.py's default for --benchmark-storage

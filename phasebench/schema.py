@@ -8,7 +8,7 @@ nothing of the suite beyond phasebench.spec, phasebench.method, phasebench.recor
 typed form, and what every case records) and phasebench.distributed_records (the data-parallel cases' records, which
 it re-exports as it does the base; tests/test_layers.py).
 
-The measurement method that made a result is phasebench/method.py's (METHOD_VERSION, re-exported here). What each
+The measurement method that made a result is phasebench/method.py's (METHOD_VERSION). What each
 key means, and its unit: phasebench/reference/fields.py, published as docs/reference/saved-results.md (a key added
 here without its meaning there fails tests/test_reference_pages.py)."""
 
@@ -17,15 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from phasebench import spec
-from phasebench.distributed_records import (  # re-exported: the data-parallel cases' records
-    DataParallel,  # noqa: F401
+from phasebench.distributed_records import (
     DistPhaseInfo,
-    DistRunParts,  # noqa: F401
     DistTrainingRunInfo,
     TorchrunInfo,
 )
 from phasebench.method import METHOD_VERSION
-from phasebench.record import Case, Record, SchemaError, Utilization  # noqa: F401  (re-exported: the format's base)
+from phasebench.record import Case, Record, SchemaError, Utilization
 
 # -- every case's extra_info (its base: phasebench/record.py; data parallel: phasebench/distributed_records.py) ---
 

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from phasebench import schema
 from phasebench.cpu_windows import CpuWindow
-from phasebench.gpu_sampling import POLL_INTERVAL_S, GpuWindow, gpu_readers, summarize  # noqa: F401  (re-exported)
+from phasebench.gpu_sampling import POLL_INTERVAL_S, GpuWindow, gpu_readers
 from phasebench.gpu_sampling import figures as gpu_figures
 
 OFF_REASON = "utilization sampling turned off (--no-utilization)"

@@ -13,6 +13,7 @@ from phasebench import results
 from phasebench.gate import counts
 from phasebench.gate.decide import decide, table
 from phasebench.gate.verdict import Verdict
+from phasebench.method import METHOD_VERSION
 from phasebench.worker import counting
 from tests.test_paired import runs
 
@@ -26,7 +27,7 @@ def counted_result(values: dict[str, list[int]], bracket=BRACKET, metric="instru
         benchmarks.append({"fullname": f"bench/test_phases.py::test_phase[{name}]", "stats": {"median": 0},
                            "extra_info": {"metric": metric, "instructions": rounds, "phase": phase,
                                           "implementation": impl, "count_floor": 900}})
-    return {"machine_info": {"phasebench": {"method": results.METHOD_VERSION, "metric": metric,
+    return {"machine_info": {"phasebench": {"method": METHOD_VERSION, "metric": metric,
                                             "count": {"bracket": bracket}}}, "benchmarks": benchmarks}
 
 
@@ -102,8 +103,8 @@ def test_the_count_study_reads_the_committed_studies_words_and_the_gates():
 
 
 def test_a_count_is_never_compared_with_a_time():
-    line = results.mismatch("0001.json", {"machine_info": {"phasebench": {"method": results.METHOD_VERSION}}},
-                            results.METHOD_VERSION, "instructions")
+    line = results.mismatch("0001.json", {"machine_info": {"phasebench": {"method": METHOD_VERSION}}},
+                            METHOD_VERSION, "instructions")
     assert "holds time, this run instructions" in line
 
 

@@ -18,8 +18,9 @@ from pytest_benchmark.utils import get_machine_id
 from phasebench.gate import cli as gate_cli
 from phasebench.gate import compare as gate_compare
 from phasebench.gate import stats as gate_stats
+from phasebench.method import METHOD_VERSION
 from phasebench.registry import NAMES as IMPLEMENTATIONS
-from phasebench.results import METHOD_VERSION, ROOT, baseline_error
+from phasebench.results import ROOT, baseline_error
 from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
 from tests import knobs
 

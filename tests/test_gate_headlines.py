@@ -125,7 +125,7 @@ def fake_tree(path: Path, method: int) -> Path:
 
 
 def bench_pr(tmp_path: Path, slow_stages: str) -> tuple[int, str, str]:
-    from phasebench.results import METHOD_VERSION
+    from phasebench.method import METHOD_VERSION
 
     trees = [fake_tree(tmp_path / side, METHOD_VERSION) for side in ("base", "head")]
     env = os.environ | {"PHASEBENCH_NO_INSTALL": "1", "GATE_PAIRS": "2",

@@ -10,7 +10,8 @@ import pynvml
 import pytest
 
 from phasebench import utilization
-from phasebench.utilization import GpuWindow, Monitor, gpu_readers
+from phasebench.gpu_sampling import GpuWindow, gpu_readers
+from phasebench.utilization import Monitor
 from tests.utilization_fakes import CPU_KEYS, fake_benchmark, monitor
 
 US = 1_000_000

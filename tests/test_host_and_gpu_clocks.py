@@ -14,6 +14,7 @@ import pytest
 
 from phasebench import results, schema
 from phasebench.cpu_windows import phase_host_and_gpu
+from phasebench.method import METHOD_VERSION
 from phasebench.plugin import guards, machine
 from phasebench.report.cases import by_case
 from phasebench.report.tables import phase_table
@@ -186,7 +187,7 @@ def test_machine_info_records_the_cuda_settings(monkeypatch):
     monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF")
     unset = schema.MachineInfo(**machine.machine_info(settings, probed=False))
     assert unset.cublas_workspace_config is None and results.switched(unset) == {}
-    line = results.mismatch("base.json", {"machine_info": {"phasebench": unset.as_dict()}}, results.METHOD_VERSION,
+    line = results.mismatch("base.json", {"machine_info": {"phasebench": unset.as_dict()}}, METHOD_VERSION,
                             current_switched=results.switched(recorded))
     assert line and "CUBLAS_WORKSPACE_CONFIG :4096:8" in line
 

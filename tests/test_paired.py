@@ -13,7 +13,7 @@ import pytest
 from phasebench.gate import paired, stats
 from phasebench.gate.decide import Run, decide, table
 from phasebench.gate.verdict import Verdict
-from phasebench.results import METHOD_VERSION
+from phasebench.method import METHOD_VERSION
 
 
 def test_t_quantiles_match_the_textbook_table():

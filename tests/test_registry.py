@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from phasebench import registry
+from phasebench import registry, spec
 from phasebench.spec import DEFAULT, SYNCS, Workload, parse_sizes, workloads
 from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
 from phasebench.worker.build import ROOT
@@ -16,7 +16,7 @@ def test_every_implementation_is_complete():
         assert impl.reference is None or impl.reference in registry.BY_NAME, impl
         # grad_sync: a data-parallel implementation's all-reduce after backward (docs/distributed.md).
         own = (SYNCS[impl.sync].phase,) if impl.sync and SYNCS[impl.sync].phase else ()
-        assert set(impl.phases) <= set(PHASE_NAMES + registry.ONE_SHOT_PHASES + own), f"{impl.name}: phases {impl.phases}"
+        assert set(impl.phases) <= set(PHASE_NAMES + spec.ONE_SHOT_PHASES + own), f"{impl.name}: phases {impl.phases}"
         # A one-shot phase belongs to the step that needs it, and a step replayed whole has no split phases.
         assert impl.one_shot == {"graphs": "graph_capture", "compile": "compile",
                                  "compile-cudagraphs": "compile"}.get(impl.step), impl
@@ -53,8 +53,8 @@ def test_the_cpp_library_reports_the_phases_the_cases_name(worker_for):
     Its training phases are the cases' (spec.TRAINING_PHASES), in order; the others it lists are one-shot phases
     (graph_capture, which only a step "graphs" session runs)."""
     reported = worker_for("cpp", "cpu").info["phases"]
-    assert tuple(name for name in reported if name not in registry.ONE_SHOT_PHASES) == PHASE_NAMES, reported
-    assert set(reported) - set(PHASE_NAMES) <= set(registry.ONE_SHOT_PHASES), reported
+    assert tuple(name for name in reported if name not in spec.ONE_SHOT_PHASES) == PHASE_NAMES, reported
+    assert set(reported) - set(PHASE_NAMES) <= set(spec.ONE_SHOT_PHASES), reported
 
 
 def test_data_parallel_implementations_have_cases_only_in_data_parallel_tests():

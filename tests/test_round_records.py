@@ -17,7 +17,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from phasebench.plugin import RUN_ORDER, cases
+from phasebench.plugin import cases
+from phasebench.plugin.cases import RUN_ORDER
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import TRAINING_PHASES
 from phasebench.worker import protocol, server, threads

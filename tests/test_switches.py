@@ -20,6 +20,7 @@ import pytest
 from phasebench import results, schema
 from phasebench.gate.decide import Run, decide
 from phasebench.history import points
+from phasebench.method import METHOD_VERSION
 from phasebench.plugin import switches
 from phasebench.worker import counting, protocol, server
 from phasebench.worker.client import ROOT, Conditions
@@ -96,7 +97,7 @@ def test_machine_info_records_where_each_switch_stood():
     assert pins["conditions"] == "count" and pins["env"] == counting.PINS and pins["aslr_off"] is True
     assert pins["cpu_capability"] == "AVX2" and "Valgrind" in pins["not_applied"] and pins["gc"] and pins["type_cache"]
     # The schema knows them: a saved result holding them reads back.
-    result = {"machine_info": {"phasebench": {"method": schema.METHOD_VERSION} | info}, "benchmarks": []}
+    result = {"machine_info": {"phasebench": {"method": METHOD_VERSION} | info}, "benchmarks": []}
     machine = schema.machine_of(result)
     assert (machine.round_checks, machine.omp_wait_policy, machine.pins) == ("off", "active", pins)
 

@@ -19,7 +19,6 @@ import signal
 import pytest
 
 from phasebench import provenance, schema
-from phasebench.plugin.cases import RUN_ORDER  # noqa: F401  (the cases read it here)
 from phasebench.plugin.session import COMMIT_ENV, DIRTY_ENV, ORDER_SEED_INPUT, PhasebenchSession
 
 pytest_plugins = ["phasebench.plugin.options", "phasebench.plugin.fixtures", "phasebench.plugin.cases",

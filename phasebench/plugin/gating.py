@@ -27,6 +27,7 @@ from pytest_benchmark.storage.file import FileStorage
 from phasebench import results, schema
 from phasebench.gate.compare import gate_failures, machine_info_differences, without_per_run
 from phasebench.gate.options import parse_percent
+from phasebench.method import METHOD_VERSION
 
 _FAILURES = pytest.StashKey[list]()
 _WARNING_FILTERS = pytest.StashKey[list]()
@@ -107,7 +108,7 @@ def _comparison_error(bs, ratio_fail, metric: str = "time", switched: dict | Non
         if path not in loaded:
             reason = results.baseline_error(path) or "pytest-benchmark could not load it"
             return f"{option}: baseline {path} is unreadable: {reason}"
-        different = results.mismatch(path, json.loads(path.read_text(encoding="utf8")), results.METHOD_VERSION,
+        different = results.mismatch(path, json.loads(path.read_text(encoding="utf8")), METHOD_VERSION,
                                       metric, switched)
         if different:
             return f"{option}: {different}"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from phasebench import registry, schema
 from phasebench.data import SYNTHETIC_WARNING
+from phasebench.method import METHOD_VERSION
 from phasebench.report.cases import (
     DEVICE_CLOCK_COLUMNS,
     IMPLEMENTATIONS,
@@ -30,7 +31,7 @@ from phasebench.report.cases import (
     utilization,
     workload_of_id,
 )
-from phasebench.results import METHOD_VERSION, ratio_pairs
+from phasebench.results import ratio_pairs
 
 COLUMN_NAMES = {"python": "Python", "cpp": "CPP"}  # the published table's spelling
 

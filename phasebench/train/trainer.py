@@ -14,7 +14,7 @@ from phasebench.spec import ONE_SHOT_PHASES
 from phasebench.train import loaders, run
 from phasebench.train.ensemble import KINDS as ENSEMBLE_KINDS
 from phasebench.train.model import Net, sgd
-from phasebench.train.phases import NEEDS_NO_STEP, PHASE_BY_NAME, PHASE_NAMES, RUN_BODIES, STEP_PARTS  # noqa: F401  (PHASE_NAMES for the worker)
+from phasebench.train.phases import NEEDS_NO_STEP, PHASE_BY_NAME, RUN_BODIES, STEP_PARTS
 from phasebench.train.state import TrainingState
 from phasebench.train.timing import FLOOR_ROUNDS, page_faults, timer_floor, timer_for
 from phasebench.worker.protocol import PhaseTiming
