@@ -338,3 +338,33 @@ def test_every_captured_shape_is_warmed_up_on_a_side_stream_first(settings, monk
 
 if __name__ == "__main__":
     resolve_in_child(*sys.argv[1:])
+
+
+# -- the worker's bus-id lookup ------------------------------------------------------------------------------------
+class FakeCudaRuntime:
+    """libcudart's two calls the bus-id lookup makes, with the current device 1."""
+
+    def __init__(self):
+        self.asked = []
+
+    def cudaGetDevice(self, pointer):  # noqa: N802 (the runtime's name)
+        import ctypes
+
+        ctypes.cast(pointer, ctypes.POINTER(ctypes.c_int))[0] = 1
+        return 0
+
+    def cudaDeviceGetPCIBusId(self, text, size, index):  # noqa: N802
+        self.asked.append(index.value)
+        text.value = f"0000:{0x41 + index.value:02x}:00.0".encode()
+        return 0
+
+
+@pytest.mark.parametrize("name, index", [("cuda", 1), ("cuda:0", 0)], ids=["bare-cuda", "cuda-0"])
+def test_the_bus_id_is_the_current_devices_for_a_bare_cuda(monkeypatch, name, index):
+    """The GPU NVML samples is the one the worker trains on: a bare "cuda" is the current device, as devices.py says."""
+    from phasebench.worker import startup
+
+    runtime = FakeCudaRuntime()
+    monkeypatch.setattr(startup, "cuda_runtime", lambda: runtime)
+    assert startup.pci_bus_id(name) == f"00000000:{0x41 + index:02X}:00.0"
+    assert runtime.asked == [index]

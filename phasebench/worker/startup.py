@@ -27,16 +27,27 @@ def pci_bus_id(device: str) -> str | None:
     touches CUDA itself. None on cpu."""
     if not device.startswith("cuda"):
         return None
-    index = int(device.partition(":")[2] or 0)  # a bare "cuda" is cuda:0: a worker never changes its device
     runtime = cuda_runtime()
     if runtime is None:
         raise RuntimeError(f"{device}: no CUDA runtime (libcudart) is loaded in this worker")
+    index = device_index(runtime, device)
     text = ctypes.create_string_buffer(64)
     status = runtime.cudaDeviceGetPCIBusId(text, len(text), index)
     if status != 0:
         raise RuntimeError(f"{device}: cudaDeviceGetPCIBusId failed with CUDA error {status}")
     domain, bus, rest = text.value.decode().split(":")
     return f"{int(domain, 16):08X}:{bus.upper()}:{rest.upper()}"
+
+
+def device_index(runtime: ctypes.CDLL, device: str) -> ctypes.c_int:
+    """The device's CUDA index: a bare "cuda" is the current device, as phasebench/devices.py maps it."""
+    index = ctypes.c_int(int(device.partition(":")[2] or -1))
+    if index.value < 0:
+        status = runtime.cudaGetDevice(ctypes.byref(index))
+        if status != 0:
+            raise RuntimeError(f"device {device} requested but CUDA is not available: cudaGetDevice failed with CUDA "
+                               f"error {status}")
+    return index
 
 
 def process_age_ns() -> int:
@@ -77,9 +88,7 @@ def initialize_cuda(device: str) -> None:
             raise RuntimeError(f"device {device} requested but CUDA is not available: {call} failed with CUDA error "
                                f"{status} ({runtime.cudaGetErrorString(status).decode()})")
 
-    index = ctypes.c_int(int(device.partition(":")[2] or -1))
-    if index.value < 0:
-        check("cudaGetDevice", runtime.cudaGetDevice(ctypes.byref(index)))
+    index = device_index(runtime, device)
     check("cudaSetDevice", runtime.cudaSetDevice(index))
     check("cudaFree(0)", runtime.cudaFree(ctypes.c_void_p(0)))
 
