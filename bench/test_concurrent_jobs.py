@@ -108,7 +108,7 @@ def test_concurrent_jobs(benchmark, new_worker, utilization_of, settings, single
                 worker.close()
             raise
         statuses = [worker.stop() for worker in workers]
-        ended_ns = max(reply["ended_at_ns"] for reply in replies)
+        ended_ns = max(reply.ended_at_ns for reply in replies)
         run.update(release_ns=release_ns, replies=replies, statuses=statuses, makespan_ns=ended_ns - release_ns,
                    names=[worker.name for worker in workers])
         worker_clock.advance(ended_ns - release_ns)
@@ -120,18 +120,18 @@ def test_concurrent_jobs(benchmark, new_worker, utilization_of, settings, single
     problems = [f"job {i} ({name}) ended with {describe_exit(status)}"
                 for i, (name, status) in enumerate(zip(run["names"], run["statuses"])) if status != 0]
     for i, reply in enumerate(replies):
-        trained = reply["steps"] if benchmark.enabled else len(reply["losses"])
+        trained = reply.steps if benchmark.enabled else len(reply.losses)
         if trained != steps:
             problems.append(f"job {i} trained {trained} steps, expected {steps}")
-        if not benchmark.enabled and not all(math.isfinite(loss) for loss in reply["losses"]):
-            problems.append(f"job {i}: losses {reply['losses']}")
-        if not release_ns <= reply["started_at_ns"] < reply["ended_at_ns"] <= release_ns + makespan_ns:
-            problems.append(f"job {i} ran from {reply['started_at_ns'] - release_ns} to {reply['ended_at_ns'] - release_ns}"
+        if not benchmark.enabled and not all(math.isfinite(loss) for loss in reply.losses):
+            problems.append(f"job {i}: losses {reply.losses}")
+        if not release_ns <= reply.started_at_ns < reply.ended_at_ns <= release_ns + makespan_ns:
+            problems.append(f"job {i} ran from {reply.started_at_ns - release_ns} to {reply.ended_at_ns - release_ns}"
                             f" ns after the release, outside the benchmark's {makespan_ns} ns")
     assert not problems, f"{jobs} concurrent {impl} jobs on {device}:\n  " + "\n  ".join(problems)
 
     # A job's loop: the trainer's own loop timer for an epoch, as in test_training_run; its request for the check.
-    loops = [(reply["loop_ns"] if benchmark.enabled else reply["ended_at_ns"] - reply["started_at_ns"]) / 1e9
+    loops = [(reply.loop_ns if benchmark.enabled else reply.ended_at_ns - reply.started_at_ns) / 1e9
              for reply in replies]
     basis, unavailable = slowdown_basis(settings, single_job_loops, impl, device, workload, jobs, loops)
     images = images_in(steps, workload) * jobs
@@ -145,13 +145,13 @@ def test_concurrent_jobs(benchmark, new_worker, utilization_of, settings, single
                  else f"{CHECK_STEPS} steps (train_steps, --benchmark-disable): a check, not a measurement"),
         steps_per_job=steps, images=images, makespan_s=makespan_ns / 1e9, images_per_s=images / (makespan_ns / 1e9),
         job_loop_s=loops,
-        job_start_lag_s=[(reply["started_at_ns"] - release_ns) / 1e9 for reply in replies],
-        job_cpu_cores=[round(reply["request_cpu_ns"] / (reply["ended_at_ns"] - reply["started_at_ns"]), 3)
+        job_start_lag_s=[(reply.started_at_ns - release_ns) / 1e9 for reply in replies],
+        job_cpu_cores=[round(reply.request_cpu_ns / (reply.ended_at_ns - reply.started_at_ns), 3)
                        for reply in replies],
         # Each job's worker's page faults across its request (docs/page-faults.md).
-        job_minor_faults=[reply["minor_faults"] for reply in replies],
-        job_major_faults=[reply["major_faults"] for reply in replies],
-        job_minor_faults_per_step=[round(reply["minor_faults"] / steps, 2) for reply in replies],
+        job_minor_faults=[reply.minor_faults for reply in replies],
+        job_major_faults=[reply.major_faults for reply in replies],
+        job_minor_faults_per_step=[round(reply.minor_faults / steps, 2) for reply in replies],
         single_job_loop_s=basis, slowdown=[loop / basis for loop in loops] if basis else None,
         slowdown_unavailable=unavailable, mps=settings.utilization.mps(watched),
     )

@@ -83,14 +83,14 @@ def test_dist_phase(benchmark, world_for, utilization_of, settings, phase, impl,
 
     def one_round():
         replies = world.request_all(Phase(phase))
-        worker_clock.advance(max(reply["ns"] for reply in replies))
+        worker_clock.advance(max(reply.ns for reply in replies))
         taken.append(replies)
 
     benchmark.group = f"{phase}-world{world_size}"
     schema.write(
         benchmark, schema.DistPhaseInfo, implementation=impl, language=registered.language, reference=registered.pair,
         device=device, phase=phase, **workload.as_info(), world_size=world_size, sync=registered.sync, sync_how=SYNCS[registered.sync].how,
-        backend=world.joined[0]["backend"], rounds=settings.rounds, warmup_rounds=settings.warmup_rounds,
+        backend=world.joined[0].backend, rounds=settings.rounds, warmup_rounds=settings.warmup_rounds,
         **threads_info(settings, device, world_size), clock=BARRIER, dist_timeout_s=settings.dist_timeout,
         note=registered.notes.get(device))
     with utilization_of(watching(world, device, impl)):
@@ -98,11 +98,11 @@ def test_dist_phase(benchmark, world_for, utilization_of, settings, phase, impl,
     while len(taken) < CHECKED_ROUNDS:  # under --benchmark-disable
         one_round()
     counted = taken[-settings.rounds:] if benchmark.enabled else taken
-    per_rank = [[replies[rank]["ns"] for replies in counted] for rank in range(world_size)]
-    slowest = [max(range(world_size), key=lambda rank: replies[rank]["ns"]) for replies in counted]
+    per_rank = [[replies[rank].ns for replies in counted] for rank in range(world_size)]
+    slowest = [max(range(world_size), key=lambda rank: replies[rank].ns) for replies in counted]
     schema.write(
         benchmark, schema.DistPhaseInfo, rank_median_s=[statistics.median(ns) / 1e9 for ns in per_rank],
-        rank_cpu_cores=[round(sum(r[rank]["cpu_ns"] for r in counted) / max(1, sum(per_rank[rank])), 3)
+        rank_cpu_cores=[round(sum(r[rank].cpu_ns for r in counted) / max(1, sum(per_rank[rank])), 3)
                         for rank in range(world_size)],
         slowest_rank_rounds=[slowest.count(rank) for rank in range(world_size)])
 
@@ -110,11 +110,11 @@ def test_dist_phase(benchmark, world_for, utilization_of, settings, phase, impl,
     problems = []
     for i, replies in enumerate(taken):
         for rank, reply in enumerate(replies):
-            product = reply["product"]
+            product = reply.product
             found = (sync_problems(product, world_size) if phase == GRAD_SYNC
                      else work_problems(phase, product, shard, device == "cpu" or registered.split_on_device))
             problems += [f"round {i}, rank {rank}: {problem}" for problem in found]
-        batches = {reply["product"].get("batch") for reply in replies}
+        batches = {reply.product.get("batch") for reply in replies}
         if len(batches) > 1:
             problems.append(f"round {i}: the ranks were at different batches {sorted(batches)}")
     assert not problems, f"{phase} ({impl} on {device}, world {world_size}):\n  " + "\n  ".join(problems[:10])
@@ -140,10 +140,10 @@ def test_dist_training_run(benchmark, world_for, world_pool, utilization_of, set
                                         timeout=settings.round_timeout * max(1, settings.epochs))
         ranks = []
         for worker, joined, reply in zip(world.workers, world.joined, replies):
-            loop_ns = reply["ended_at_ns"] - reply["started_at_ns"]
-            ranks.append({"setup_ns": worker.info["setup_ns"], "join_ns": joined["join_ns"], "loop_ns": loop_ns,
-                          "total_ns": worker.info["setup_ns"] + joined["join_ns"] + loop_ns,
-                          "summed_ns": sum(reply["step_ns"]), "step_ns": reply["step_ns"]})
+            loop_ns = reply.ended_at_ns - reply.started_at_ns
+            ranks.append({"setup_ns": worker.info.setup_ns, "join_ns": joined.join_ns, "loop_ns": loop_ns,
+                          "total_ns": worker.info.setup_ns + joined.join_ns + loop_ns,
+                          "summed_ns": sum(reply.step_ns), "step_ns": reply.step_ns})
         world_pool.release()
         runs.append(ranks)
         worker_clock.advance(max(rank["total_ns"] for rank in ranks))

@@ -23,8 +23,9 @@ import pytest
 
 from phasebench import registry, schema
 from phasebench.cpu_windows import phase_cpu
-from phasebench.worker.client import PhaseRound, worker_clock
-from phasebench.worker.protocol import EnsembleStart, EnsembleStep, EnsembleStop
+from phasebench.phase_round import PhaseRound
+from phasebench.worker.client import worker_clock
+from phasebench.worker.protocol import EnsembleReply, EnsembleStart, EnsembleStep, EnsembleStop
 
 CHECKED_STEPS = 2  # the first step's losses tell the members apart; the second follows it
 
@@ -37,7 +38,7 @@ def test_ensemble(benchmark, worker_for, utilization_of, settings, impl, device,
 
     def one_step():
         reply = worker.request(EnsembleStep())
-        worker_clock.advance(reply["ns"])
+        worker_clock.advance(reply.ns)
         steps.append(reply)
 
     benchmark.group = f"ensemble-{models}"
@@ -58,20 +59,20 @@ def test_ensemble(benchmark, worker_for, utilization_of, settings, impl, device,
             worker.request(EnsembleStop())  # the long-lived worker goes on without its M models
 
     counted = steps[-settings.rounds:] if benchmark.enabled else steps
-    step_median_s = statistics.median(step["ns"] for step in counted) / 1e9
+    step_median_s = statistics.median(step.ns for step in counted) / 1e9
     schema.write(benchmark, schema.EnsembleInfo, step_median_s=step_median_s,
                  model_step_median_s=step_median_s / models, **phase_cpu([as_round(step) for step in counted]))
 
-    problems = [f"step {i}: {len(step['losses'])} losses for {models} models, or not all finite and below 10: "
-                f"{step['losses'][:4]}" for i, step in enumerate(steps)
-                if len(step["losses"]) != models or not all(math.isfinite(x) and 0 <= x < 10 for x in step["losses"])]
+    problems = [f"step {i}: {len(step.losses)} losses for {models} models, or not all finite and below 10: "
+                f"{step.losses[:4]}" for i, step in enumerate(steps)
+                if len(step.losses) != models or not all(math.isfinite(x) and 0 <= x < 10 for x in step.losses)]
     # Different seeds give different models: a first step whose members all lose the same trained one model M times.
-    if models > 1 and len(set(steps[0]["losses"])) == 1:
-        problems.append(f"the {models} members' first losses are all {steps[0]['losses'][0]}: one model, not {models}")
+    if models > 1 and len(set(steps[0].losses)) == 1:
+        problems.append(f"the {models} members' first losses are all {steps[0].losses[0]}: one model, not {models}")
     assert not problems, f"ensemble of {models} ({impl} on {device}):\n  " + "\n  ".join(problems[:10])
 
 
 
-def as_round(step: dict) -> PhaseRound:
+def as_round(step: EnsembleReply) -> PhaseRound:
     """An ensemble step's reply as test_phases.phase_cpu reads a phase's round."""
-    return PhaseRound(step["ns"], step["cpu_ns"], step["thread_cpu_ns"], {})
+    return PhaseRound(step.ns, step.cpu_ns, step.thread_cpu_ns, {})

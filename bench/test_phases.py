@@ -18,6 +18,8 @@ import pytest
 
 from phasebench import registry, schema
 from phasebench.cpu_windows import phase_cpu, phase_faults, phase_host_and_gpu
+from phasebench.phase_round import CountedRound
+from phasebench.plugin.calibration import calibrated_iterations
 from phasebench.plugin.cases import RUN_ORDER
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import ONE_SHOT_PHASES, Workload
@@ -119,10 +121,12 @@ class Rounds:
         self.phase, self.settings, self.pooled, self.spawn = phase, settings, pooled, spawn
         self.workers = []  # every worker used, in order
         self.worker, self.left = None, 0
+        self.iterations = 1  # calls per round: a worker's share of the calls is its share of the rounds times these
+        self.warmup_ns: list[int] = []  # the first worker's warm-up calls (--processes N): what a calibration reads
 
     def shares(self) -> list[int]:
         n, rounds = self.settings.processes, self.settings.rounds
-        return [rounds // n + (i < rounds % n) for i in range(n)]
+        return [(rounds // n + (i < rounds % n)) * self.iterations for i in range(n)]
 
     def next(self):
         if self.settings.processes == 1:
@@ -130,15 +134,23 @@ class Rounds:
                 self.worker = self.pooled()
                 self.workers.append(self.worker)
             return self.worker
+        if self.left == 0 and len(self.workers) >= self.settings.processes:
+            return self.worker  # past every share (pedantic's call for its result): the last worker, not a new one
         if self.left == 0:
-            self.close()
-            self.worker = self.spawn()
-            self.workers.append(self.worker)
-            for _ in range(self.settings.warmup_rounds):
-                self.worker.run_phase(self.phase, self.settings.switches.checks)
-            self.left = self.shares()[len(self.workers) - 1] if len(self.workers) <= self.settings.processes else 1
+            self.start_next()
         self.left -= 1
         return self.worker
+
+    def start_next(self):
+        """With --processes N: the next fresh worker, warmed up, with its share of the calls to run."""
+        self.close()
+        self.worker = self.spawn()
+        self.workers.append(self.worker)
+        warmup = [self.worker.run_phase(self.phase, self.settings.switches.checks).ns
+                  for _ in range(self.settings.warmup_rounds)]
+        if len(self.workers) == 1:
+            self.warmup_ns = warmup
+        self.left = self.shares()[len(self.workers) - 1]
 
     def close(self):
         if self.settings.processes > 1 and self.worker is not None:
@@ -147,7 +159,8 @@ class Rounds:
 
 # Parametrized by phasebench/plugin/__init__.py's pytest_generate_tests: per selected implementation, each of its phases,
 # each device, each workload; ids phase-impl-device[-wW-bB].
-def test_phase(request, benchmark, worker_for, new_worker, utilization_of, settings, phase, impl, device, workload):
+def test_phase(request, benchmark, worker_for, new_worker, utilization_of, settings, baseline_iterations, phase, impl,
+               device, workload):
     assert phase in PHASE_NAMES + ONE_SHOT_PHASES, f"no phase '{phase}' in phasebench/train/trainer.py's PHASES or ONE_SHOT"
     registered = registry.get(impl)
     one_shot = phase in ONE_SHOT_PHASES
@@ -160,11 +173,13 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
     else:
         pooled = lambda: worker_for(impl, device, workload)  # noqa: E731 (skips what cannot run here)
     rounds = Rounds(phase, settings, pooled, new_worker(impl, device, workload) if settings.processes > 1 else None)
-    taken = []  # (worker, ns, PhaseRound) per round, warm-up included
-    # The rounds pytest-benchmark counts: after the warm-up (run through one_round with one worker), before the rounds
-    # the product checks add under CHECKED_ROUNDS; under --benchmark-disable, every round.
-    first = settings.warmup_rounds if settings.processes == 1 and not one_shot else 0
+    taken = []  # (worker, ns, PhaseRound) per call, warm-up included
+    # The calls pytest-benchmark counts: after the warm-up (run through one_round with one worker), its rounds' calls,
+    # before the call that pedantic makes after them for its result (with more than one call per round) and those the
+    # product checks add under CHECKED_ROUNDS; under --benchmark-disable, every call.
+    first = settings.warmup_rounds if settings.processes == 1 and not one_shot and benchmark.enabled else 0
     checks = settings.switches.checks  # --round-checks off: no round computes or checks what proves its work
+    # The warm-up's calls are never counted; the counted ones are set again once the calls per round are known.
     counted_rounds = range(first, first + settings.rounds) if benchmark.enabled else range(sys.maxsize)
     # What they went through (docs/method.md#what-the-rounds-went-through), read in each worker just before the first
     # counted round it runs and just after its last: not under --count (Valgrind's machine is not the program's).
@@ -177,7 +192,7 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
             records.open(worker)
         timed = worker.run_phase(phase, checks)
         # --count instructions: the clock pytest-benchmark reads advances by the round's count (1e-9 each).
-        worker_clock.advance(timed.counted["instructions"] if timed.counted else timed.ns)
+        worker_clock.advance(timed.counted.instructions if timed.counted else timed.ns)
         taken.append((worker, timed.ns, timed))
         if records and (index == counted_rounds[-1] or (settings.processes > 1 and rounds.left == 0)):
             records.close(worker)  # its last counted round: the rounds' last, or with --processes N its share's
@@ -192,8 +207,28 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
     watched = pooled() if settings.processes == 1 else types.SimpleNamespace(pid=None, device=device, impl=impl)
     try:
         with utilization_of(watched):
-            benchmark.pedantic(one_round, rounds=settings.rounds,
-                               warmup_rounds=settings.warmup_rounds if settings.processes == 1 else 0, iterations=1)
+            # The warm-up, as pedantic's warmup_rounds would run it, but one call a round whatever the calls per round:
+            # the same calls in a baseline and in the run compared with it.
+            for _ in range(first):
+                one_round()
+            iterations, iterations_from = 1, None
+            # Under --benchmark-disable a round is one call, as is a one-shot phase's and a counted one's (a count
+            # has no clock to resolve).
+            if benchmark.enabled and not one_shot and not settings.count:
+                # The baseline's calls per round where --benchmark-compare loaded one with this case: a median per call
+                # of one call a round and one of 100 calls a round are not the same statistic.
+                iterations, iterations_from = baseline_iterations.get(request.node.nodeid), "baseline"
+                if iterations is None:
+                    if settings.processes > 1:
+                        rounds.start_next()
+                    warmup_ns = [ns for _, ns, _ in taken] if settings.processes == 1 else rounds.warmup_ns
+                    iterations, iterations_from = calibrated_iterations(warmup_ns), "calibrated"
+                rounds.iterations = iterations
+                if settings.processes > 1 and rounds.workers:
+                    rounds.left = rounds.shares()[0]
+                counted_rounds = range(first, first + settings.rounds * iterations)
+            schema.write(benchmark, schema.PhaseInfo, iterations=iterations, iterations_from=iterations_from)
+            benchmark.pedantic(one_round, rounds=settings.rounds, warmup_rounds=0, iterations=iterations)
         while len(taken) < CHECKED_ROUNDS and not one_shot:  # under --benchmark-disable
             one_round()
         if records:
@@ -205,7 +240,7 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
         if one_shot:
             fresh.stop()
 
-    counted = taken[first:first + settings.rounds] if benchmark.enabled else taken
+    counted = taken[first:first + settings.rounds * iterations] if benchmark.enabled else taken
     floors = [worker.timer_floor_ns for worker in rounds.workers]
     schema.write(benchmark, schema.PhaseInfo, timer_floor_s=statistics.median(floors) / 1e9,
                  timer_floors_s=[floor / 1e9 for floor in floors], **phase_cpu([timed for _, _, timed in counted]),
@@ -233,24 +268,24 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
     assert not problems, f"{phase} ({impl} on {device}, {workload.label}):\n  " + "\n  ".join(problems[:10])
 
 
-def counted_info(rounds: list[dict], workers) -> dict:
+def counted_info(rounds: list[CountedRound], workers) -> dict:
     """What a counted case records (docs/instruction-counts.md): the metric and its unit, each counted round's
     instructions, the empty bracket's count (the floor), where the median round's instructions went, and the
     functions with the most of them in the last round; with caches or branches simulated (--count-i1/-d1/-ll,
     --count-branches), every event the rounds' dumps name, each counted round's total (count_events)."""
     import statistics
 
-    counts = [r["instructions"] for r in rounds]
-    middle = sorted(rounds, key=lambda r: r["instructions"])[len(rounds) // 2]
-    floors = [w.info["count_floor"] for w in workers]
-    events = list(dict.fromkeys(event for r in rounds for event in r.get("events") or {}))
+    counts = [r.instructions for r in rounds]
+    middle = sorted(rounds, key=lambda r: r.instructions)[len(rounds) // 2]
+    floors = [w.count_floor for w in workers]
+    events = list(dict.fromkeys(event for r in rounds for event in r.events))
     simulated = {}
     if set(events) - {"Ir"}:  # caches or branches simulated: more than the instructions
-        simulated["count_events"] = {event: [(r.get("events") or {}).get(event, 0) for r in rounds] for event in events}
+        simulated["count_events"] = {event: [r.events.get(event, 0) for r in rounds] for event in events}
     return {"metric": "instructions", "unit": "instructions", "instructions": counts,
             "instructions_median": statistics.median(counts), "count_floor": statistics.median(floors),
-            "count_floors": floors, "count_labels": [r["label"] for r in rounds], "split": middle["split"],
-            "top_functions": rounds[-1]["top"], "cpu_capability": workers[0].info.get("cpu_capability")} | simulated
+            "count_floors": floors, "count_labels": [r.label for r in rounds], "split": middle.split,
+            "top_functions": rounds[-1].top, "cpu_capability": workers[0].info.cpu_capability} | simulated
 
 
 def after_one_shot(worker, phase: str) -> list[str]:
@@ -338,8 +373,8 @@ def test_a_tensor_whose_memory_a_view_keeps_alive_is_a_leftover(settings, tmp_pa
     try:
         trainer.run_phase("forward")
         view = trainer.output.detach().view(-1)  # what a leak through a view would keep alive
-        assert trainer.run_phase("loss")[3]["leftovers"] == 1
+        assert trainer.run_phase("loss").product["leftovers"] == 1
         del view
-        assert trainer.run_phase("loss")[3]["leftovers"] == 0
+        assert trainer.run_phase("loss").product["leftovers"] == 0
     finally:
         trainer.close()

@@ -17,6 +17,7 @@ Under --benchmark-disable (the test command) one timed round and the free-runnin
 stopping after CHECK_STEPS steps (the train request's max_steps): the same code from the dataset's opening to
 the last step, in seconds instead of minutes; a check, not a measurement."""
 
+import dataclasses
 import re
 import statistics
 import threading
@@ -99,8 +100,9 @@ def train_in_fresh_worker(spawn, settings, synchronize: bool, watch=nullcontext,
         status = worker.stop()
     exit_ns = time.perf_counter_ns()
     assert status == 0, f"{worker.name} ended with {describe_exit(status)} after training"
-    return reply | {"total_ns": exit_ns - worker.started_ns, "startup_ns": ready_ns - worker.started_ns,
-                    "stopping_ns": exit_ns - stop_ns, "startup_parts_ns": worker.info.startup_parts_ns}
+    return dataclasses.asdict(reply) | {
+        "total_ns": exit_ns - worker.started_ns, "startup_ns": ready_ns - worker.started_ns,
+        "stopping_ns": exit_ns - stop_ns, "startup_parts_ns": worker.info.startup_parts_ns}
 
 
 @pytest.mark.benchmark(timer=worker_clock)  # the program's own time, as the worker measured it

@@ -17,6 +17,10 @@ different methods are never compared (phasebench/results.py's mismatch). Raise M
 5. On cuda each clock also holds a CUDA event recorded on each side of the body and a read of the thread's CPU time
    before the closing synchronize, in both languages: a phase records its host CPU and GPU times beside its wall
    time (docs/method.md#what-is-measured). The clocks on cpu are those of method 4.
+6. A phase whose call is shorter than a round's target is timed several calls a round (pytest-benchmark's
+   iterations), calibrated from its warm-up calls or taken from the compared baseline, and recorded
+   (docs/method.md#calls-per-round): such a phase's median is a median of per-round means. The clocks are those of
+   method 5.
 
 METHOD_SOURCES are those sources; METHOD_SOURCES_HASH is their hash when METHOD_VERSION was last set, and
 tests/test_method.py fails when they change without it being recorded again (`python -m phasebench.method
@@ -30,7 +34,9 @@ import hashlib
 import sys
 from pathlib import Path
 
-METHOD_VERSION = 5
+from phasebench.repository import ROOT
+
+METHOD_VERSION = 6
 METHOD_SOURCES = (
     "phasebench/train/timing.py",  # the clock around a body, its synchronization, its CPU and fault reads
     "phasebench/train/phases.py",  # what each phase prepares (untimed) and times
@@ -38,6 +44,7 @@ METHOD_SOURCES = (
     "phasebench/train/trainer.py",  # the trainer's set-up: what Total Time's set-up holds
     "phasebench/worker/server.py",  # the worker: what it loads before any clock
     "phasebench/worker/startup.py",  # the set-up's clock: CUDA's initialization and the trainer's construction
+    "phasebench/plugin/calibration.py",  # how many calls a round a short phase is timed as
     "cpp/src/clock.cpp",
     "cpp/src/phases.cpp",
     "cpp/src/run.cpp",
@@ -46,9 +53,7 @@ METHOD_SOURCES = (
     "cpp/src/model.cpp",  # the model and optimizer built in set-up and in optimizer_init
     "cpp/src/step.h",  # the step's pieces the forward, loss and backward clocks hold
 )
-METHOD_SOURCES_HASH = "009300cbff98d4d4"
-
-ROOT = Path(__file__).resolve().parents[1]  # the repository
+METHOD_SOURCES_HASH = "b810570b9ec65a79"
 
 
 def method_sources_hash(root: Path = ROOT) -> str:

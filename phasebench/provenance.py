@@ -14,7 +14,8 @@ import os
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]  # the repository
+from phasebench.repository import ROOT
+
 SOURCES = ("phasebench", "bench", "cpp", "conftest.py", "pytest.ini", "requirements.txt")  # what a run executes
 PORCELAIN_LINES = 50  # at most this many of git status's lines are recorded
 # Without git, what .gitignore leaves out of the sources (build outputs and caches).

@@ -6,7 +6,7 @@ the suite (tests/test_layers.py)."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 class SchemaError(ValueError):
@@ -15,7 +15,8 @@ class SchemaError(ValueError):
 
 @dataclass
 class Record:
-    """A saved dict's typed form: every field a key, None where it was not recorded."""
+    """A saved dict's typed form: every field a key (saved_field: its unit and meaning), None where it was not
+    recorded."""
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -24,6 +25,25 @@ class Record:
     def as_dict(self) -> dict:
         return {name: getattr(self, name) for name in self.keys()}
 
+    @classmethod
+    def required(cls) -> tuple[str, ...]:
+        """The keys every saved record of this kind holds (saved_field's `required`): a record without one is
+        refused."""
+        return tuple(found.name for found in dataclasses.fields(cls) if found.metadata.get("required"))
+
+    def missing(self) -> list[str]:
+        """The required keys this record holds no value for."""
+        return [name for name in self.required() if getattr(self, name) is None]
+
+
+def saved_field(unit: str, meaning: str, required: bool = False):
+    """A saved key: its unit and what it means, which docs/reference/saved-results.md renders
+    (phasebench/reference/saved.py), and whether every saved record of its kind holds it (Record.required; None
+    only while a case is being written). Units: s (seconds), ns (nanoseconds), bytes, cores (CPU time over wall
+    time), count (a whole number of things), a list or object of those where the value is one, "text" for words,
+    "flag" for a boolean."""
+    return field(default=None, metadata={"unit": unit, "meaning": meaning, "required": required})
+
 
 # -- what every case's extra_info holds ---------------------------------------------------------------------------
 
@@ -31,18 +51,37 @@ class Record:
 class Utilization(Record):
     """What phasebench/utilization.py records while the rounds run: the GPU's sampled use (null on cpu, without
     NVML, or with --no-utilization) and the worker processes' CPU (null where no worker is the case's own)."""
-    gpu: dict | None = None
-    cpu: dict | None = None
+    gpu: dict | None = saved_field("object", "the GPU's use while the rounds ran, sampled through NVML: `source`, "
+                                             "`interval_s`, `samples`, `gaps` (each sampling error with its `at_s`) "
+                                             "and, for `utilization_pct`, `memory_utilization_pct`, `memory_used_mib`, "
+                                             "`power_w`, `sm_clock_mhz` and `temperature_c`, each its `mean`, `median` "
+                                             "and `max`; null on cpu, without NVML, or with `--no-utilization`")
+    cpu: dict | None = saved_field("object", "the case's worker processes' CPU across the rounds: `cores` (their CPU "
+                                             "time over the wall time), `cpu_s`, `user_s`, `system_s`, "
+                                             "`cores_available`, `wall_s`, `machine_other_cores` (what the rest of the "
+                                             "machine used meanwhile, in cores; null for a short window), and with "
+                                             "several processes each one's figures in `processes`; null where no "
+                                             "worker is the case's own, or with `--no-utilization`")
 
 
 @dataclass
 class Case(Utilization):
-    """What every case records of itself: which implementation, device, phase and workload, and its rounds."""
-    implementation: str | None = None
-    device: str | None = None
-    phase: str | None = None
-    width: int | None = None
-    batch_size: int | None = None
-    workload: str | None = None  # the workload's id suffix ('' for the published workload)
-    rounds: int | None = None
-    warmup_rounds: int | None = None
+    """What every case records of itself: its record kind, which implementation, device, phase and workload, and its
+    rounds."""
+    kind: str | None = saved_field("text", "the record's kind, written with it: `PhaseInfo`, `CountedPhaseInfo`, "
+                                           "`TrainingRunInfo`, `ConcurrentJobsInfo`, `EnsembleInfo`, `LossItemInfo`, "
+                                           "`WorkerOverheadInfo`, `DistPhaseInfo`, `DistTrainingRunInfo` or "
+                                           "`TorchrunInfo` (the sections below)", required=True)
+    implementation: str | None = saved_field("text", "the registered implementation that ran (`python`, `cpp`, a "
+                                                     "variant: docs/implementations.md)", required=True)
+    device: str | None = saved_field("text", "`cpu` or `cuda`", required=True)
+    phase: str | None = saved_field("text", "what was timed: a training phase, `training_run`, "
+                                            "`concurrent_jobs-N`, `ensemble-M`, `loss_item`, "
+                                            "`worker_overhead` or `torchrun`", required=True)
+    width: int | None = saved_field("count", "the workload's multiplier of the Net's hidden sizes (`--width`)")
+    batch_size: int | None = saved_field("count", "the workload's images per batch (`--batch-size`)")
+    workload: str | None = saved_field("text", "the workload's id suffix: empty for the published workload, else e.g. "
+                                               "`w4-b256`")
+    rounds: int | None = saved_field("count", "the counted rounds (`--rounds`; a training run's: `--run-rounds`)")
+    warmup_rounds: int | None = saved_field("count", "the uncounted rounds before them (`--warmup-rounds`; 0 for a "
+                                                     "training run)")

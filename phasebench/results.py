@@ -1,38 +1,25 @@
-"""Saved results: where they are, reading and checking them, the key of each case in them, the pairs of
-implementations compared in them, and the measurement method that made them.
+"""Saved results: where they are (find_results: the one resolver of every command that takes saved runs), the pairs
+of implementations compared in them, the switches a run ran with, and when a baseline cannot be compared with a run.
 
-The leaf that phasebench.report, phasebench.gate and the plugin read saved results through. It imports no
-torch and nothing of the suite beyond phasebench.schema, phasebench.spec and phasebench.registry (tests/test_layers.py).
-
-The format of what they hold (every record's keys) and the measurement method that made them are
-phasebench/schema.py's: results measured by different methods are not compared (`--benchmark-compare`,
-`python -m phasebench.gate` and `python -m phasebench.gate.paired` refuse them in one line), nor a count with a
-time (machine_info["phasebench"]["metric"]: "time", or "instructions" for `--count instructions`,
-docs/instruction-counts.md; none recorded is time).
+A saved result itself is phasebench/saved.py's SavedResult (it parses the file, once). Results measured by different
+methods are not compared (`--benchmark-compare`, `python -m phasebench.gate` and `python -m phasebench.gate.paired`
+refuse them in one line), nor a count with a time (machine_info["phasebench"]["metric"]: "time", or "instructions"
+for `--count instructions`, docs/instruction-counts.md; none recorded is time). It imports no torch
+(tests/test_layers.py).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from phasebench import registry, schema
+from phasebench.repository import ROOT
+from phasebench.saved import SavedResult
 
-ROOT = Path(__file__).resolve().parents[1]  # the repository
 DEFAULT_STORAGE = f"file://{ROOT / '.benchmarks'}"  # phasebench/plugin/__init__.py's default for --benchmark-storage
 
 
 # -- the method -------------------------------------------------------------------------------------------
-
-def method_of(result: dict) -> int:
-    """The method a saved pytest-benchmark result was measured by (1 where none is recorded)."""
-    return schema.machine_of(result).method
-
-
-def metric_of(result: dict) -> str:
-    """What a saved result's statistics hold: "time" (seconds), or "instructions" (1e-9 per instruction)."""
-    return schema.machine_of(result).metric or "time"
-
 
 def switched(machine: schema.MachineInfo) -> dict[str, str]:
     """The intervention study's switches a run's timed workers ran with that a run without them does not have
@@ -58,26 +45,26 @@ def switched_text(changed: dict[str, str]) -> str:
     return ", ".join(f"{name} {value}" for name, value in changed.items()) or "no switch"
 
 
-def mismatch(baseline_path, baseline: dict, current_method: int, current_metric: str = "time",
+def mismatch(baseline: SavedResult, current_method: int, current_metric: str = "time",
              current_switched: dict[str, str] | None = None) -> str | None:
     """One line when a baseline was measured by another method or metric than this run's, or, where
     `current_switched` (switched()) is given, with other switches, else None."""
-    method, metric = method_of(baseline), metric_of(baseline)
+    method, metric = baseline.method, baseline.metric
     if metric != current_metric:
-        return (f"{baseline_path} holds {metric}, this run {current_metric} (see phasebench/schema.py): a count is "
+        return (f"{baseline.source} holds {metric}, this run {current_metric} (see phasebench/schema.py): a count is "
                 f"never compared with a time; measure a baseline of the same metric")
     if method != current_method:
-        return (f"{baseline_path} was measured by phasebench method {method}, this run by method {current_method} "
-                f"(see phasebench/schema.py): their timings are not comparable; measure a new baseline")
-    before = switched(schema.machine_of(baseline))
+        return (f"{baseline.source} was measured by phasebench method {method}, this run by method {current_method} "
+                f"(see phasebench/method.py): their timings are not comparable; measure a new baseline")
+    before = switched(baseline.machine)
     if current_switched is not None and before != current_switched:
-        return (f"{baseline_path} was timed with {switched_text(before)}, this run with "
+        return (f"{baseline.source} was timed with {switched_text(before)}, this run with "
                 f"{switched_text(current_switched)} (docs/method.md#switches-for-the-intervention-study): their "
                 f"timings are not comparable; measure a baseline under the same switches")
     return None
 
 
-# -- finding and reading them ---------------------------------------------------------------------------
+# -- finding them ---------------------------------------------------------------------------
 
 GLOB_CHARACTERS = "*?["
 
@@ -165,68 +152,7 @@ def find_result(name: str, storage_url: str, prog: str) -> Path:
     return found[0]
 
 
-def baseline_error(path: Path) -> str | None:
-    """Why a saved result cannot serve as a baseline (or be gated), in a few words; None when it can."""
-    try:
-        saved = json.loads(Path(path).read_text(encoding="utf8"))
-    except OSError as error:
-        return error.strerror or str(error)
-    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
-        return f"not JSON ({error})"
-    benchmarks = saved.get("benchmarks") if isinstance(saved, dict) else None
-    if not isinstance(benchmarks, list):
-        return "not a pytest-benchmark result (no 'benchmarks' list)"
-    for index, bench in enumerate(benchmarks):
-        stats = bench.get("stats") if isinstance(bench, dict) else None
-        if not isinstance(stats, dict) or "median" not in stats or "fullname" not in bench:
-            return f"benchmark #{index} has no fullname or stats.median"
-    return schema.problem(saved)
-
-
-def load(path, prog: str) -> dict:
-    """A result that can be gated (baseline_error), or SystemExit naming `prog` and the file."""
-    error = baseline_error(Path(path))
-    if error:
-        raise SystemExit(f"{prog}: {path}: {error}")
-    return json.loads(Path(path).read_text(encoding="utf8"))
-
-
-def read_result(path: Path, prog: str = "phasebench.report") -> dict:
-    """A result to report on: any pytest-benchmark JSON with a 'benchmarks' list, or SystemExit naming the file."""
-    try:
-        result = json.loads(Path(path).read_text(encoding="utf8"))
-    except (OSError, ValueError) as error:
-        raise SystemExit(f"{prog}: {path}: cannot read it as JSON ({error})") from None
-    if not isinstance(result, dict) or not isinstance(result.get("benchmarks"), list):
-        raise SystemExit(f"{prog}: {path}: no 'benchmarks' list; not a pytest-benchmark result")
-    why = schema.problem(result)
-    if why:
-        raise SystemExit(f"{prog}: {path}: {why}")
-    return result
-
-
 # -- what is in them --------------------------------------------------------------------------------------
-
-def case_key(bench: dict) -> tuple[str, str, str, str] | None:
-    """(phase, implementation, device, workload id) of a saved benchmark, from its extra_info; None for what
-    is not a phasebench case. The one place that turns a result into its key (the report and the gate read it);
-    results saved before workloads existed are of the published workload, id ''. A data-parallel case's workload
-    id ends in its world size ('world2', 'w4-b256-world2'), so that world sizes never collide."""
-    info = schema.info_of(bench)
-    if info is None or info.device is None or info.implementation is None:
-        return None
-    workload = schema.workload_of(info).id
-    if getattr(info, "world_size", None):
-        workload = "-".join(filter(None, (workload, f"world{info.world_size}")))
-    return info.phase, info.implementation, info.device, workload
-
-
-def all_cases(result: dict, distributed: bool = False) -> dict[tuple[str, str, str, str], dict]:
-    """(phase, implementation, device, workload id) -> benchmark, for every one-process phasebench case of a result;
-    with distributed=True, for every data-parallel case instead (extra_info["world_size"]; docs/distributed.md)."""
-    return {key: bench for bench in result["benchmarks"]
-            if (key := case_key(bench)) and bool(getattr(schema.info_of(bench), "world_size", None)) == distributed}
-
 
 def ratio_pairs(names) -> list[tuple[str, str]]:
     """(implementation, the one it is compared with) for every registered implementation among `names` whose

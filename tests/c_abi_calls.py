@@ -10,8 +10,9 @@ import os
 import subprocess
 import sys
 
+from phasebench.repository import ROOT
 from phasebench.worker import build, cpp_lib
-from phasebench.worker.client import ROOT, describe_exit
+from phasebench.worker.client import describe_exit
 
 PB_ERROR = 1  # cpp/include/phasebench.h
 BATCH = 64

@@ -13,7 +13,7 @@ import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
-from phasebench.worker.client import ROOT
+from phasebench.repository import ROOT
 
 
 def run_suite(*options: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -12,10 +12,11 @@ import threading
 import pytest
 
 from phasebench import registry
+from phasebench.repository import ROOT
 from phasebench.worker import build
 from tests import recorder
 
-BENCH_DIR = str(build.ROOT / "bench") + os.sep
+BENCH_DIR = str(ROOT / "bench") + os.sep
 # Fixtures of these scopes are made once per module (or package, class) in each process that runs one of its
 # tests: under pytest-xdist the tests sharing one stay together, or each worker would make it again.
 SHARED_SCOPES = {"module", "package", "class"}
@@ -73,7 +74,7 @@ def shared_fixture_group(item) -> str | None:
     for definitions in info.name2fixturedefs.values():
         if definitions and definitions[-1].scope in SHARED_SCOPES:
             return (item.path.parent if definitions[-1].scope == "package" else item.path).relative_to(
-                build.ROOT).as_posix()
+                ROOT).as_posix()
     return None
 
 

@@ -14,10 +14,10 @@ from pathlib import Path
 from phasebench.spec import ONE_SHOT_PHASES, TRAINING_PHASES
 
 # The code whose comments are read: directories, and single files at the root.
-CODE_DIRS = ("phasebench", "bench", "studies", "tests", "cpp", ".ci", ".github")
+CODE_DIRS = ("phasebench", "bench", "lab", "tests", "cpp", ".ci", ".github")
 CODE_FILES = ("conftest.py", "requirements.txt", "pyproject.toml")
 # The top-level names a bare path in prose starts with: a path that starts otherwise is not checked.
-PATH_ROOTS = ("docs", "results", "bench", "phasebench", "studies", "tests", "cpp", ".ci", ".github")
+PATH_ROOTS = ("docs", "results", "bench", "phasebench", "lab", "tests", "cpp", ".ci", ".github")
 ROOT_FILES = ("README.md", "conftest.py", "requirements.txt", "pyproject.toml", "pytest.ini")
 
 

@@ -104,7 +104,7 @@ HEAP_PAD_ENV = "PHASEBENCH_TEST_HEAP_PAD"
 
 
 def perturb_heap() -> None:
-    """HEAP_PAD_ENV=N (studies/count-study's SPREAD_PERTURB): before the trainer is built, leave
+    """HEAP_PAD_ENV=N (lab/studies/count-study's SPREAD_PERTURB): before the trainer is built, leave
     the C library's heap in another state for each N, holes of other sizes freed among blocks kept, as a change to
     the code before it would. The same in both languages (both workers are this process), since the C++ trainer's
     heap is the C library's; an environment variable's length moves the Python heap but not this one."""
@@ -137,13 +137,11 @@ class KnobsServer(server.Server):
         else:
             self.slow = {}
 
-    def table(self):
-        return super().table() | {Fault.cmd: (Fault, self.fault)}
-
+    @server.answers(Fault)
     def fault(self, request: Fault) -> protocol.Ok:
         fault(request.kind)
 
-    def dispatch(self, request: protocol.Request, handler) -> protocol.Reply:
+    def dispatch(self, request: protocol.Request, handler):
         if isinstance(request, protocol.Phase) and request.name in self.faults:
             fault(self.faults[request.name])
         reply = super().dispatch(request, handler)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from phasebench.repository import ROOT
 from tests.scratch_git import commit, git, new_repo
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / ".ci/bisect-count"
 SHELLCHECK = Path(sys.executable).parent / "shellcheck"
 

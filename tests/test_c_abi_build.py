@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from phasebench.repository import ROOT
 from phasebench.worker import cpp_lib
-from phasebench.worker.client import ROOT
 from tests.c_abi_calls import ALL_SIGNATURES
 
 CPP = ROOT / "cpp"

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from phasebench.repository import ROOT
 from phasebench.worker import build, cpp_lib
-from phasebench.worker.client import ROOT, describe_exit
+from phasebench.worker.client import describe_exit
 from tests.c_abi_calls import ALL_SIGNATURES, PB_ERROR, create, get_batch, options, with_fields
 
 PARAM_COUNT = 21840  # the Net's parameters

@@ -13,6 +13,8 @@ from bench.test_phases import counted_info
 from phasebench import schema
 from phasebench.history import points
 from phasebench.history import series as series_mod
+from phasebench.method import METHOD_VERSION
+from phasebench.phase_round import CountedRound
 from phasebench.plugin import counting as plugin_counting
 from phasebench.plugin.session import PhasebenchSession
 from phasebench.worker import counting
@@ -121,7 +123,8 @@ def test_the_run_records_the_geometry_and_a_plain_count_records_what_it_did(monk
     assert plugin_counting.simulated_text(count) == (", caches simulated I1=32768,8,64 D1=32768,8,64 "
                                                      "LL=8388608,16,64, branches simulated")
     assert plugin_counting.simulated_text(plain) == ""
-    schema.check_saved({"machine_info": {"phasebench": machine}, "benchmarks": []})
+    required = {"format": schema.FORMAT_VERSION, "method": METHOD_VERSION}  # what a whole run's machine_info adds
+    schema.check_saved({"machine_info": {"phasebench": required | machine}, "benchmarks": []})
 
 
 EVENTS = "Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw Bc Bcm Bi Bim"
@@ -189,11 +192,11 @@ def test_without_a_totals_line_every_event_is_the_sum_of_the_self_costs(tmp_path
 
 
 def test_a_case_records_each_events_rounds_and_a_plain_count_records_none():
-    workers = [types.SimpleNamespace(info={"count_floor": 21, "cpu_capability": "AVX2"})]
+    workers = [types.SimpleNamespace(count_floor=21, info=types.SimpleNamespace(cpu_capability="AVX2"))]
 
-    def rounds(events: list[dict]) -> list[dict]:
-        return [{"instructions": e["Ir"], "events": e, "label": f"cpp/forward/{n}", "split": {"rest": e["Ir"]},
-                 "top": []} for n, e in enumerate(events)]
+    def rounds(events: list[dict]) -> list[CountedRound]:
+        return [CountedRound(instructions=e["Ir"], events=e, label=f"cpp/forward/{n}", split={"rest": e["Ir"]},
+                             top=[]) for n, e in enumerate(events)]
 
     simulated = counted_info(rounds([TOTALS, TOTALS | {"Ir": 7310, "D1mr": 41}, TOTALS]), workers)
     assert simulated["count_events"]["Ir"] == simulated["instructions"] == [7300, 7310, 7300]

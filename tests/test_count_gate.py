@@ -14,21 +14,27 @@ from phasebench.gate import counts
 from phasebench.gate.decide import decide, table
 from phasebench.gate.verdict import Verdict
 from phasebench.method import METHOD_VERSION
+from phasebench.repository import ROOT
+from phasebench.saved import SavedResult
 from phasebench.worker import counting
 from tests.test_paired import runs
 
 BRACKET = counting.BRACKET
 
 
-def counted_result(values: dict[str, list[int]], bracket=BRACKET, metric="instructions") -> dict:
+def counted_json(values: dict[str, list[int]], bracket=BRACKET, metric="instructions") -> dict:
     benchmarks = []
     for name, rounds in values.items():
-        phase, impl = name.split("-")[:2]
+        phase, impl, device = name.split("-")[:3]
+        counted = {"metric": metric, "instructions": rounds, "count_floor": 900} if metric == "instructions" else {}
         benchmarks.append({"fullname": f"bench/test_phases.py::test_phase[{name}]", "stats": {"median": 0},
-                           "extra_info": {"metric": metric, "instructions": rounds, "phase": phase,
-                                          "implementation": impl, "count_floor": 900}})
+                           "extra_info": {"phase": phase, "implementation": impl, "device": device} | counted})
     return {"machine_info": {"phasebench": {"method": METHOD_VERSION, "metric": metric,
                                             "count": {"bracket": bracket}}}, "benchmarks": benchmarks}
+
+
+def counted_result(values: dict[str, list[int]], bracket=BRACKET, metric="instructions") -> SavedResult:
+    return SavedResult.from_json(counted_json(values, bracket, metric), "counted.json")
 
 
 BASE = {"forward-python-cpu": [36_550_000, 36_560_000, 36_555_000], "backward-cpp-cpu": [20_000_000] * 3}
@@ -48,8 +54,8 @@ def test_the_gate_json_and_exit_status_follow_the_outcome(tmp_path):
     """gate.json shows each verdict as its word; a case in one side alone is reported, never failing."""
     head = {"forward-python-cpu": [37_281_000] * 3, "loss-python-cpu": [1_000_000] * 3}
     base, head_file, out = tmp_path / "base.json", tmp_path / "head.json", tmp_path / "gate.json"
-    base.write_text(json.dumps(counted_result(BASE)))
-    head_file.write_text(json.dumps(counted_result(head)))
+    base.write_text(json.dumps(counted_json(BASE)))
+    head_file.write_text(json.dumps(counted_json(head)))
     assert counts.main(["--base", str(base), "--head", str(head_file), "--json", str(out)]) == 1
     verdicts = {row["case"].split("[")[1][:-1]: row["verdict"] for row in json.loads(out.read_text())["rows"]}
     assert verdicts == {"forward-python-cpu": "regressed", "backward-cpp-cpu": "only in base",
@@ -63,7 +69,7 @@ def test_the_gate_owns_its_thresholds_and_a_missing_file_fails_naming_it(tmp_pat
     assert counts.DEFAULT_SPREAD.parent == Path(counts.__file__).parent
     assert counts.load_spreads(counts.DEFAULT_SPREAD)  # every case of the default pair on cpu
     base = tmp_path / "base.json"
-    base.write_text(json.dumps(counted_result(BASE)))
+    base.write_text(json.dumps(counted_json(BASE)))
     capsys.readouterr()
     for spread, problem in ((tmp_path / "gone.json", "does not exist"), (base, "is unreadable")):
         assert counts.main(["--base", str(base), "--head", str(base), "--spread", str(spread)]) == 2
@@ -83,28 +89,22 @@ def test_the_threshold_is_ten_times_the_measured_spread():
 
 
 def test_not_comparable_passes_with_a_note(tmp_path):
-    time_base = counted_result(BASE, metric="time")
+    time_base = counted_json(BASE, metric="time")
     time_base["machine_info"]["phasebench"].pop("count")
-    assert "lacks the mode" in counts.not_comparable(time_base, counted_result(BASE))
+    assert "lacks the mode" in counts.not_comparable(SavedResult.from_json(time_base, "time.json"), counted_result(BASE))
     assert "bracket changed" in counts.not_comparable(counted_result(BASE, bracket="other"), counted_result(BASE))
     base, head = tmp_path / "base.json", tmp_path / "head.json"
-    base.write_text(json.dumps(counted_result(BASE, bracket="old")))
-    head.write_text(json.dumps(counted_result({k: [v[0] * 2] * 3 for k, v in BASE.items()})))
+    base.write_text(json.dumps(counted_json(BASE, bracket="old")))
+    head.write_text(json.dumps(counted_json({k: [v[0] * 2] * 3 for k, v in BASE.items()})))
     assert counts.main(["--base", str(base), "--head", str(head), "--markdown", str(tmp_path / "gate.md")]) == 0
     assert "Not comparable" in (tmp_path / "gate.md").read_text()
 
 
-def test_the_count_study_reads_the_committed_studies_words_and_the_gates():
-    from studies.count_study import verdict_of
-
-    assert verdict_of({"verdict": "regression"}) is verdict_of({"verdict": "regressed"}) is Verdict.REGRESSED
-    assert verdict_of({"verdict": "improvement"}) is verdict_of({"verdict": "improved"}) is Verdict.IMPROVED
-    assert verdict_of({"verdict": "only in head"}) is Verdict.ONLY_IN_HEAD
-
 
 def test_a_count_is_never_compared_with_a_time():
-    line = results.mismatch("0001.json", {"machine_info": {"phasebench": {"method": METHOD_VERSION}}},
-                            METHOD_VERSION, "instructions")
+    timed = SavedResult.from_json({"machine_info": {"phasebench": {"method": METHOD_VERSION}}, "benchmarks": []},
+                                  "0001.json")
+    line = results.mismatch(timed, METHOD_VERSION, "instructions")
     assert "holds time, this run instructions" in line
 
 
@@ -187,8 +187,8 @@ def test_the_work_knob_is_parsed_for_both_languages():
 def test_the_report_of_a_counted_result_shows_counts_split_and_the_interpreter_share(tmp_path):
     from phasebench.report.cli import render
 
-    saved = json.loads((Path(__file__).parents[1] / "results/instruction-counts/spread/01.json").read_text())
-    text, _ = render(tmp_path / "01.json", saved, "markdown")
+    saved = json.loads((ROOT / "results/instruction-counts/spread/01.json").read_text())
+    text, _ = render(tmp_path / "01.json", SavedResult.from_json(saved, "01.json"), "markdown")
     assert "**Instructions per call on cpu" in text and "| forward | 36,574,771 | 36,299,607 |" in text
     assert "**Where the instructions go on cpu" in text
     assert "CPython's interpreter executes 12.1 % of the instructions" in text
@@ -213,7 +213,6 @@ def test_a_cancelled_count_gate_stops_both_sides(tmp_path, serial):
     import subprocess
     import time
 
-    from phasebench.results import ROOT
 
     trees = [tmp_path / "base", tmp_path / "head"]
     for tree in trees:

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from phasebench.results import ROOT
+from phasebench.repository import ROOT
 
 needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 

@@ -13,7 +13,7 @@ import pytest
 
 from phasebench import cpu_windows
 from phasebench.cpu_windows import CpuWindow, cpu_times, phase_cpu, process_cpu_ns
-from phasebench.worker.client import PhaseRound
+from phasebench.phase_round import PhaseRound
 from tests.utilization_fakes import CPU_KEYS, fake_benchmark, monitor
 
 

@@ -25,13 +25,13 @@ from pathlib import Path
 
 import pytest
 
+from phasebench.repository import ROOT
 from phasebench.spec import DEFAULT
 from phasebench.worker.client import Worker, WorkerDied, WorkerError
 from phasebench.worker.protocol import DistJoin, GetParams, Phase, TrainSteps
 from phasebench.worker.world import GRACE_S, World, WorldFailed
 from tests.knobs_worker import Fault
 
-ROOT = Path(__file__).resolve().parents[1]
 WORLD = 2
 STEPS = 3
 TIMEOUT_S = 20.0  # the process group's timeout in these tests
@@ -219,9 +219,9 @@ def test_torchrun_two_agents(pytestconfig, cpp_library, tmp_path):
 def test_the_report_tables_the_data_parallel_cases_apart():
     """The Beyond one machine table reads the data-parallel cases (keyed by world size) and the one-process tables and
     the answer at a glance never mistake them for a workload."""
-    from phasebench.report import answer
     from phasebench.report.distributed import beyond_table
-    from phasebench.results import all_cases
+    from phasebench.report.findings import answer
+    from phasebench.saved import SavedResult
 
     def case(phase, impl, world, median, **info):
         return {"fullname": f"bench/test_distributed.py::x[{phase}-{impl}-cpu-world{world}]", "stats": {"median": median},
@@ -232,13 +232,13 @@ def test_the_report_tables_the_data_parallel_cases_apart():
     benchmarks = [case("training_run", "cpp-allreduce", 1, 20.0, images_per_s=1000.0, scaling_efficiency=1.0, **run),
                   case("training_run", "cpp-allreduce", 2, 12.0, images_per_s=1800.0, scaling_efficiency=0.9, **run),
                   case("grad_sync", "cpp-allreduce", 2, 0.001), case("train_step", "cpp-allreduce", 2, 0.004)]
-    result = {"benchmarks": benchmarks}
-    assert all_cases(result) == {} and len(all_cases(result, distributed=True)) == 4
-    table = beyond_table(all_cases(result, distributed=True), "cpu")
+    result = SavedResult.from_json({"benchmarks": benchmarks}, "distributed.json")
+    assert result.cases == {} and len(result.distributed_cases) == 4
+    table = beyond_table(result.distributed_cases, "cpu")
     assert [row[:2] for row in table.rows] == [["cpp-allreduce", 1], ["cpp-allreduce", 2]]
     assert table.rows[1][5] == pytest.approx(1.0) and table.rows[1][6] == pytest.approx(25.0)
     assert table.rows[1][7:] == [1800.0, 0.9]
-    titles = [title for title, _ in answer(benchmarks)]
+    titles = [title for title, _ in answer(result)]
     assert titles == ["phasebench: beyond one machine on cpu"]
 
 

@@ -1,17 +1,31 @@
-"""Citations that cannot rot (docs/architecture.md#the-c-abi-and-the-build): code, --help texts, .ci/ and the
-workflows cite the docs by file and anchor (docs/method.md#what-is-measured), and every cited file and anchor must
-exist, with anchors as GitHub makes them from headings. Markdown links between the docs and from the README are
-checked the same way, and so is every path the pages, the comments and docstrings of the code, requirements.txt and
-pyproject.toml cite (bench/test_phases.py, results/…): a path that moves or goes fails here."""
+"""The docs' checks, in one module over tests/docs_text.py's machinery (which files, their prose, the findings):
+
+- citations that cannot rot (docs/architecture.md#the-c-abi-and-the-build): code, --help texts, .ci/ and the
+  workflows cite the docs by file and anchor (docs/method.md#what-is-measured), and every cited file and anchor must
+  exist, with anchors as GitHub makes them from headings. Markdown links between the docs and from the README are
+  checked the same way, and so is every path the pages, the comments and docstrings of the code, requirements.txt
+  and pyproject.toml cite (bench/test_phases.py, results/…): a path that moves or goes fails here;
+- the words: the manual is in the present tense and machine-independent, and the code's comments explain the code.
+  Outside the results page (docs/results.md) and results/, no page under docs/ nor the README holds a commit hash, a
+  date, a time of day or "this machine" (a reader has neither the night nor the machine); the provenance of a figure
+  is the results page's. No comment or docstring of the code, requirements.txt or pyproject.toml holds an issue
+  number, a date or a note of what held up to which commit (a reader cannot follow the first, and the others are
+  history). Each finding reads file:line;
+- the README: it fits on a few screens, and its answer is the saved result's (results/answer/README.md says how it
+  was made): every row of its answer table is the row `python -m phasebench.report`'s answer prints for that result.
+
+The generated reference pages have their own module (tests/test_reference_pages.py), and so do the recipes, run as
+written (tests/test_docs_recipes.py)."""
 
 from __future__ import annotations
 
 import re
-import subprocess
 import unicodedata
 from pathlib import Path
 
-from phasebench.worker.client import ROOT
+from phasebench.report.findings import answer
+from phasebench.repository import ROOT
+from phasebench.saved import SavedResult
 from tests import docs_text
 
 CITATION = re.compile(r"(?<![\w/.-])(docs/[\w./-]+?\.md)(#[\w-]+)?")
@@ -45,8 +59,8 @@ def anchors(path: Path) -> set[str]:
 
 
 def tracked_text_files(root: Path) -> list[Path]:
-    names = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
-    return [root / name for name in names if Path(name).suffix in TEXT_SUFFIXES and (root / name).is_file()]
+    return [root / name for name in docs_text.tracked(root)
+            if Path(name).suffix in TEXT_SUFFIXES and (root / name).is_file()]
 
 
 def broken_citations(root: Path, files: list[Path]) -> list[str]:
@@ -179,3 +193,106 @@ def test_a_broken_path_or_link_fails(tmp_path):
         "README.md:1: link results/x.json: no such file",
         "bench/code.py:1: bench/test_gone.py: no such file",
         "bench/code.py:1: docs/method.md#what-is-timed: no such anchor"]
+
+
+# ---- The words: present tense, no machine, no history in comments -----------------------------------------------
+
+PAGE_FINDERS = (docs_text.commits, docs_text.dates, docs_text.times_of_day, docs_text.this_machine)
+CODE_FINDERS = (docs_text.issues, docs_text.dates, docs_text.until_commit)
+RESULTS_PAGE = Path("docs") / "results.md"
+
+
+def manual_pages(root: Path) -> list[Path]:
+    return [path for path in docs_text.pages(root) if path.relative_to(root) != RESULTS_PAGE]
+
+
+def test_no_page_holds_a_commit_a_date_a_time_of_day_or_this_machine():
+    found = docs_text.findings(ROOT, manual_pages(ROOT), PAGE_FINDERS)
+    assert found == [], "\n".join(found)
+
+
+def test_no_code_comment_holds_an_issue_number_a_date_or_until_commit():
+    found = docs_text.findings(ROOT, docs_text.code_files(ROOT), CODE_FINDERS)
+    assert found == [], "\n".join(found)
+
+
+def test_the_page_checker_finds_each_kind(tmp_path):
+    (tmp_path / "docs" / "guide").mkdir(parents=True)
+    (tmp_path / "README.md").write_text(
+        "# phasebench\n\n"
+        "The step takes 2.65× as long ([results](docs/results.md), commit 555f3ce of the run).\n"
+        "Measured on 1 December, and again December 2 and 2 Dec 2026; saved 2026-12-01.\n"
+        "The run started at 01:55 and ended 17:04 UTC on this machine.\n")
+    (tmp_path / "docs" / "guide" / "nested.md").write_text("This machine has 2 cores.\n")
+    (tmp_path / "docs" / "results.md").write_text("Commit e677c9f, 1 December, at 01:55, this machine.\n")
+    assert docs_text.findings(tmp_path, manual_pages(tmp_path), PAGE_FINDERS) == [
+        "README.md:3: commit hash 555f3ce",
+        "README.md:4: date '1 December'",
+        "README.md:4: date 'December 2'",
+        "README.md:4: date '2 Dec'",
+        "README.md:4: date '2026-12-01'",
+        "README.md:5: time of day 'at 01:55'",
+        "README.md:5: time of day '17:04 UTC'",
+        "README.md:5: 'this machine'",
+        "docs" + "/guide/nested.md:1: 'This machine'"]  # built, so that the path checker reads no citation
+
+
+def test_the_page_checker_passes_what_only_looks_like_it(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "usage.md").write_text(
+        "A `--rounds 20` run takes 1:30 of your machine's time; the ratio is 2.65× (3.1 s against 1.17 s).\n"
+        "Install torch 2.14.1 from https://github.com/pytorch/pytorch/commit/555f3ce4a1b2 or deadbeef feed.\n"
+        "The digest sha256:0123456789abcdef and the file times-b96ed3c.json; a 1234567 s total; May I?\n"
+        "`--benchmark-columns=min,median` and 12 Decembers are neither.\n")
+    assert docs_text.findings(tmp_path, manual_pages(tmp_path), PAGE_FINDERS) == []
+
+
+def test_the_code_checker_reads_comments_and_docstrings_only(tmp_path):
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "cpp").mkdir()
+    (tmp_path / "bench" / "code.py").write_text(
+        '"""The layering of issue 22."""\n'
+        'URL = "https://github.com/o/r/issues/36"  # kept as it is until commit 555f3ce\n'
+        'TEXT = "issue 36, 1 December"  # a string is the code\'s, not a comment\n'
+        "def f():\n"
+        '    """Measured on 2 December (see #36); pytest-dev/pytest-xdist#1386 is upstream\'s."""\n')
+    (tmp_path / "cpp" / "code.cpp").write_text(
+        '// route (a) of issue 24\nconst char *s = "// issue 25";  /* since commit abc1234 */\n')
+    (tmp_path / "requirements.txt").write_text("# pinned on 2026-12-01 (PR 40)\ntorch==2.14.1  # #41\n")
+    assert docs_text.findings(tmp_path, docs_text.code_files(tmp_path), CODE_FINDERS) == [
+        "bench/code.py:1: issue number 'issue 22'",
+        "bench/code.py:2: history 'until commit'",
+        "bench/code.py:5: issue number '#36'",
+        "bench/code.py:5: date '2 December'",
+        "cpp/code.cpp:1: issue number 'issue 24'",
+        "cpp/code.cpp:2: history 'since commit'",
+        "requirements.txt:1: issue number 'PR 40'",
+        "requirements.txt:1: date '2026-12-01'",
+        "requirements.txt:2: issue number '#41'"]
+
+
+# ---- The README -----------------------------------------------------------------------------------------------------
+
+README = ROOT / "README.md"
+RESULT = ROOT / "results" / "answer" / "default-run-3.json"
+
+
+def test_the_readme_fits_on_a_few_screens():
+    assert len(README.read_text(encoding="utf8").splitlines()) <= 250
+
+
+def test_the_readme_answer_is_the_saved_results():
+    text = README.read_text(encoding="utf8")
+    assert f"`{RESULT.relative_to(ROOT)}`" in text, "the README names the result its answer comes from"
+    lines = dict(answer(SavedResult.load(RESULT)))["phasebench: the answer on cpu"]
+    printed = {}
+    for line in lines:
+        cells = [cell for cell in re.split(r"\s{2,}", line.strip()) if cell]
+        if cells:
+            printed.setdefault(cells[0], cells[1:4])
+    table = [[cell.strip() for cell in row.strip("|").split("|")] for row in text.splitlines()
+             if row.startswith("| ") and "the network's phases together" not in row]
+    rows = [row for row in table if row[0] in printed]
+    assert len(rows) >= 6, table
+    for label, *cells in rows:
+        assert cells == printed[label], label

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from phasebench.worker.client import ROOT
+from phasebench.repository import ROOT
 
 CPP = ROOT / "cpp"
 pytestmark = pytest.mark.skipif(shutil.which("nm") is None, reason="no nm (binutils)")

@@ -15,12 +15,14 @@ from types import SimpleNamespace
 import pytest
 from pytest_benchmark.utils import get_machine_id
 
+from phasebench import schema
 from phasebench.gate import cli as gate_cli
 from phasebench.gate import compare as gate_compare
 from phasebench.gate import stats as gate_stats
 from phasebench.method import METHOD_VERSION
 from phasebench.registry import NAMES as IMPLEMENTATIONS
-from phasebench.results import ROOT, baseline_error
+from phasebench.repository import ROOT
+from phasebench.saved import SavedResult
 from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
 from tests import knobs
 
@@ -45,7 +47,9 @@ def suite_run(option, storage: Path, *options: str, slow: str | None = None,
     env = {name: value for name, value in os.environ.items() if name != knobs.SLOW_PHASE_ENV} | (env or {})
     if slow:  # the knob is the test plugin's (tests/knobs.py)
         env |= {knobs.SLOW_PHASE_ENV: slow, "PYTEST_ADDOPTS": "-ptests.knobs"}
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark-only", "-k", "test_phase and loss",
+    # The phase cases' module alone: collecting the whole suite would take longer than the two cases' rounds.
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "bench/test_phases.py", "--benchmark-only",
+               "-k", "test_phase and loss",
                "--device", "cpu", "--rounds", "5", "--warmup-rounds", "1",
                f"--mnist-root={os.path.abspath(option('mnist_root'))}",
                f"--dataset={option('dataset')}", f"--benchmark-storage={storage}", *options]
@@ -105,8 +109,29 @@ def test_slowed_phase_fails_both_gates(gate_run):
     [header] = [line for line in result.output.splitlines() if line.startswith("phasebench: TESTING RUN: ")]
     assert SLOW in header, header
     assert any("machine_info" in line and SLOW in line for line in result.output.splitlines()), result.output
-    saved = json.loads((gate_run.folder / "slowed.json").read_text())
-    assert saved["machine_info"]["phasebench"]["testing"]["slow_phase"] == SLOW
+    saved = SavedResult.load(gate_run.folder / "slowed.json")
+    assert saved.machine.testing["slow_phase"] == SLOW
+    # Saved in the current format, each record with its kind.
+    assert saved.saved_format == schema.FORMAT_VERSION and saved.cases
+    assert all(case.info.kind == type(case.info).__name__ for case in saved.cases.values())
+
+
+@pytest.mark.needs_data
+def test_calls_per_round_are_recorded_and_kept_from_the_baseline(gate_run):
+    """Each case records its calls per round (docs/method.md#calls-per-round): calibrated from its warm-up in the
+    baseline, taken from the baseline in the run compared with it (whose own warm-up, with python's loss slowed to
+    20 ms, would calibrate one call a round), as pytest-benchmark's iterations and in extra_info alike."""
+    gate_run("baseline")
+    [path] = gate_run.folder.glob("*/0001_base.json")
+    base = {bench["fullname"]: bench for bench in json.loads(path.read_text())["benchmarks"]}
+    slowed = {bench["fullname"]: bench for bench in json.loads((gate_run.folder / "slowed.json").read_text())["benchmarks"]}
+    assert base and set(base) == set(slowed), (set(base), set(slowed))
+    for name, bench in base.items():
+        assert bench["extra_info"]["iterations_from"] == "calibrated", name
+        assert bench["extra_info"]["iterations"] == bench["stats"]["iterations"] >= 1, name
+        compared = slowed[name]
+        assert compared["extra_info"]["iterations_from"] == "baseline", name
+        assert compared["stats"]["iterations"] == compared["extra_info"]["iterations"] == bench["stats"]["iterations"], name
 
 
 @pytest.mark.needs_data
@@ -121,7 +146,7 @@ def test_unchanged_run_passes_both_gates(gate_run):
     # defaults; nothing skipped that an explicit --device or --benchmark-only excluded; the answer with its direction.
     assert "(its timer, rounds, warm-up and calibration are not used: see phasebench: timing)" in result.output
     assert "phasebench: timing: each phase inside its worker process" in result.output
-    assert "one call a round, 5 rounds after 1 warm-up" in result.output
+    assert "5 rounds after 1 warm-up calls, each round as many calls as fill 50 µs" in result.output
     assert "skipped" not in result.output and " deselected" in result.output
     answer = result.output.split("phasebench: the answer on cpu", 1)[1].splitlines()
     [loss] = [line for line in answer if line.startswith("loss ")]
@@ -169,6 +194,11 @@ def saved_bench(phase: str, impl: str, median: float, device: str = "cpu") -> di
             "extra_info": {"phase": phase, "implementation": impl, "device": device}}
 
 
+def saved_result(benchmarks: list[dict], name: str = "0001_base.json") -> SavedResult:
+    return SavedResult.from_json({"machine_info": {"phasebench": {"method": METHOD_VERSION}},
+                                  "benchmarks": benchmarks}, name)
+
+
 def test_slow_phase_knob_parses_and_rejects_typos():
     knob = knobs.parse_slow_phase("python/loss:1.5ms", PHASE_NAMES, IMPLEMENTATIONS)
     assert (knob.phase, knob.ns, knob.impl) == ("loss", 1_500_000, "python")
@@ -196,37 +226,26 @@ def test_ratio_changes_name_the_side_that_lost():
     current = [saved_bench("loss", "python", 2.0), saved_bench("loss", "cpp", 2.0),  # cpp twice as slow
                saved_bench("forward", "python", 3.3), saved_bench("forward", "cpp", 1.0),  # python 10% slower
                saved_bench("backward", "python", 9.0), saved_bench("backward", "cpp", 1.0)]
-    loss, forward = gate_compare.ratio_changes(baseline, current)
+    loss, forward = gate_compare.ratio_changes(saved_result(baseline), saved_result(current))
     assert (loss.phase, loss.loser, round(loss.percent, 6)) == ("loss", "cpp", 100.0)
     assert (forward.phase, forward.loser, round(forward.percent, 6)) == ("forward", "python", 10.0)
     assert "cpp 100.0% slower relative to python" in str(loss)
 
 
 def test_gate_failures():
-    baseline = {"0001_base.json": {b["fullname"]: b for b in [saved_bench("loss", "python", 2.0),
-                                                                saved_bench("loss", "cpp", 1.0)]}}
-    slower_cpp = [saved_bench("loss", "python", 2.0), saved_bench("loss", "cpp", 1.5)]
+    baseline = {"0001_base.json": saved_result([saved_bench("loss", "python", 2.0), saved_bench("loss", "cpp", 1.0)])}
+    slower_cpp = saved_result([saved_bench("loss", "python", 2.0), saved_bench("loss", "cpp", 1.5)])
     assert gate_compare.gate_failures(baseline, slower_cpp, ratio_limit=60) == []
     [failure] = gate_compare.gate_failures(baseline, slower_cpp, ratio_limit=40)
     assert "cpp 50.0% slower relative to python, over the 40% limit (baseline 0001_base.json)" in failure
     assert gate_compare.gate_failures(baseline, slower_cpp, ratio_limit=None) == []
-    [nothing] = gate_compare.gate_failures(baseline, [saved_bench("loss", "python", 1.0, device="cuda")], ratio_limit=None)
+    elsewhere = saved_result([saved_bench("loss", "python", 1.0, device="cuda")])
+    [nothing] = gate_compare.gate_failures(baseline, elsewhere, ratio_limit=None)
     assert nothing.startswith("nothing compared")
-    [none_ran] = gate_compare.gate_failures(baseline, [], ratio_limit=None)
+    [none_ran] = gate_compare.gate_failures(baseline, saved_result([]), ratio_limit=None)
     assert none_ran == "nothing compared: no benchmark ran, so none was compared with 0001_base.json"
-    [no_pair] = gate_compare.gate_failures(baseline, [saved_bench("loss", "python", 2.0)], ratio_limit=10)
+    [no_pair] = gate_compare.gate_failures(baseline, saved_result([saved_bench("loss", "python", 2.0)]), ratio_limit=10)
     assert "no phase has python and cpp medians" in no_pair
-
-
-def test_baseline_error(tmp_path):
-    path = tmp_path / "0001_base.json"
-    assert "No such file" in baseline_error(path)
-    path.write_text(json.dumps({"benchmarks": [saved_bench("loss", "python", 1.0)]}))
-    assert baseline_error(path) is None
-    path.write_text(json.dumps({"benchmarks": [{"fullname": "x", "stats": {}}]}))
-    assert baseline_error(path) == "benchmark #0 has no fullname or stats.median"
-    path.write_text("[]")
-    assert baseline_error(path) == "not a pytest-benchmark result (no 'benchmarks' list)"
 
 
 def test_machine_info_differences():
@@ -368,7 +387,8 @@ def test_ratio_gate_compares_every_implementation_with_its_reference():
                 bench("python", 8.0, width=4), bench("cpp", 4.0, width=4)]
     current = [bench("python", 2.0), bench("cpp", 1.0), bench("python-batched", 2.2), bench("cpp-batched", 1.0),
                bench("python", 8.0, width=4), bench("cpp", 8.0, width=4)]
-    changes = {(change.impl, change.reference, change.workload): change for change in gate_compare.ratio_changes(baseline, current)}
+    changes = {(change.impl, change.reference, change.workload): change
+               for change in gate_compare.ratio_changes(saved_result(baseline), saved_result(current))}
     assert set(changes) == {("python", "cpp", ""), ("python-batched", "cpp-batched", ""), ("cpp-batched", "cpp", ""),
                             ("python", "cpp", "w4-b64")}
     assert changes["python-batched", "cpp-batched", ""].loser == "python-batched"

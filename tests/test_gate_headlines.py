@@ -14,10 +14,10 @@ from pathlib import Path
 
 from phasebench.gate import cli as gate_cli
 from phasebench.gate import counts, paired
-from tests.test_count_gate import BASE, counted_result
+from phasebench.repository import ROOT
+from tests.test_count_gate import BASE, counted_json
 from tests.test_paired import save_run
 
-ROOT = Path(__file__).resolve().parents[1]
 SLOWED = {"test_phase[forward-cpp-cpu]": 0.5}
 
 
@@ -68,9 +68,9 @@ def test_the_verdict_after_the_confirming_rerun_comes_first(tmp_path, capsys):
 
 def test_the_count_gate_says_its_verdict_first(tmp_path, capsys):
     base, slower, other = tmp_path / "base.json", tmp_path / "slower.json", tmp_path / "other.json"
-    base.write_text(json.dumps(counted_result(BASE)))
-    slower.write_text(json.dumps(counted_result(BASE | {"forward-python-cpu": [37_281_000] * 3})))
-    other.write_text(json.dumps(counted_result(BASE, bracket="another bracket")))
+    base.write_text(json.dumps(counted_json(BASE)))
+    slower.write_text(json.dumps(counted_json(BASE | {"forward-python-cpu": [37_281_000] * 3})))
+    other.write_text(json.dumps(counted_json(BASE, bracket="another bracket")))
     for base_file, head_file, status, verdict in ((base, slower, 1, "FAILED, 1 regressed"), (base, base, 0, "passed"),
                                                   (other, base, 0, "not comparable, passes")):
         assert counts.main(["--base", str(base_file), "--head", str(head_file)]) == status

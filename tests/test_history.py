@@ -15,9 +15,9 @@ import pytest
 
 from phasebench.history import changes, cli, page, points
 from phasebench.history import series as series_mod
+from phasebench.repository import ROOT
 from tests.scratch_git import git, new_repo
 
-ROOT = Path(__file__).resolve().parents[1]
 # (archive, member): --count instructions, method 3; the default timed run, method 3
 COUNTED = (ROOT / "results/instruction-counts/study-e677c9f/spread.tar.xz", "spread/01.json")
 TIMED = (ROOT / "results/answer/default-runs.tar.xz", "default-1.json")
@@ -241,12 +241,6 @@ def test_one_page_holds_the_commits_and_then_the_torch_releases(tmp_path):
     rows = re.findall(r'<tr data-pair="python / cpp" data-x="([^"]+)"><td>[^<]*</td><td>[^<]*</td><td>([\d.]+)×',
                       by_torch)
     assert {("2.12.1+cu130", "2.632"), ("2.13.0+cu130", "2.632")} <= set(rows)  # loss: 25,000 / 9,500
-
-
-@pytest.mark.parametrize("ratios, label", [([1.001, 1.003], "1.0010×"), ([1.0, 1.5], "1.00×"), ([2.0], "2.00×")])
-def test_a_ratio_axis_shows_the_decimals_its_range_needs(ratios, label):
-    positions = [series_mod.Position(str(n), str(n), str(n), n) for n in range(len(ratios))]
-    assert page.ratio_unit({"python / cpp": (positions, ratios)})(ratios[0]) == label
 
 
 def test_testing_runs_and_dirty_trees_are_left_out_with_their_reason(tmp_path):

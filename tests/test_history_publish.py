@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from phasebench.repository import ROOT
 from tests.scratch_git import commit, git, new_repo
 from tests.test_history import COUNTED, template
 from tests.test_history_run import FAKE_PYTEST
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / ".ci/history-publish"
 WORKFLOWS = ROOT / ".github/workflows"
 SHELLCHECK = Path(sys.executable).parent / "shellcheck"

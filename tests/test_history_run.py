@@ -16,10 +16,10 @@ import pytest
 
 from phasebench.history import cli, points
 from phasebench.history import series as series_mod
+from phasebench.repository import ROOT
 from tests.scratch_git import commit, new_repo
 from tests.test_history import COUNTED, COUNTS, saved, scratch_repo, template, write
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / ".ci/history-run"
 SHELLCHECK = Path(sys.executable).parent / "shellcheck"
 

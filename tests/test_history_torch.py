@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from phasebench.repository import ROOT
+
 SCRIPT = ROOT / ".ci/history-torch"
 
 # The fake install: with "fail" in the version, pip's failure; with "none", nothing installed; else a torch of

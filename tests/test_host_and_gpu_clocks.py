@@ -15,11 +15,12 @@ import pytest
 from phasebench import results, schema
 from phasebench.cpu_windows import phase_host_and_gpu
 from phasebench.method import METHOD_VERSION
+from phasebench.phase_round import PhaseRound
 from phasebench.plugin import guards, machine
-from phasebench.report.cases import by_case
 from phasebench.report.tables import phase_table
+from phasebench.repository import ROOT
+from phasebench.saved import SavedResult
 from phasebench.worker import cpp_lib
-from phasebench.worker.client import ROOT, PhaseRound
 from tests.child_runs import run_suite
 from tests.test_report import COMPLETE, markdown_rows, run_report, section
 
@@ -161,9 +162,7 @@ def test_the_report_shows_them_beside_the_wall_time_where_present(capsys, tmp_pa
 
 @pytest.mark.parametrize("path", ["results/h200/h200-cuda.json", "results/answer/default-run-3.json"])
 def test_results_saved_without_them_load_and_report(path, capsys, tmp_path):
-    result = json.loads((ROOT / path).read_text())
-    schema.check_result(result, path)
-    cases = by_case(result)
+    cases = SavedResult.load(ROOT / path).published()
     for device in {key[2] for key in cases}:
         table = phase_table(cases, device)
         assert table.rows and not [header for header, _ in table.columns if "host CPU" in header or "GPU (ms)" in header]
@@ -187,8 +186,8 @@ def test_machine_info_records_the_cuda_settings(monkeypatch):
     monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF")
     unset = schema.MachineInfo(**machine.machine_info(settings, probed=False))
     assert unset.cublas_workspace_config is None and results.switched(unset) == {}
-    line = results.mismatch("base.json", {"machine_info": {"phasebench": unset.as_dict()}}, METHOD_VERSION,
-                            current_switched=results.switched(recorded))
+    baseline = SavedResult.from_json({"machine_info": {"phasebench": unset.as_dict()}, "benchmarks": []}, "base.json")
+    line = results.mismatch(baseline, METHOD_VERSION, current_switched=results.switched(recorded))
     assert line and "CUBLAS_WORKSPACE_CONFIG :4096:8" in line
 
 

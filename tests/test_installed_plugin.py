@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from phasebench.plugin import guards, session
-from phasebench.worker.client import ROOT
+from phasebench.repository import ROOT
 from tests.child_runs import _data_options
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from phasebench.plugin.cases import run_order
-from phasebench.worker.client import ROOT
+from phasebench.repository import ROOT
 from tests.child_runs import _autosaved, _data_options, _saved, child_process, child_suite
 
 

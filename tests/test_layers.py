@@ -1,6 +1,7 @@
-"""The package's layering: imports go one way. phasebench.results is the leaf that
-reads saved results; phasebench.report and phasebench.gate read results through it and import no torch; no
-phasebench module imports, at its top or inside a function, one that imports it back."""
+"""The package's layering: imports go one way. Every module belongs to one layer of LAYERS and imports only from its
+own layer or those below it, at its top or inside a function; no phasebench module imports one that imports it
+back. phasebench.results is the leaf that reads saved results; phasebench.report and phasebench.gate read results
+through it and import no torch."""
 
 from __future__ import annotations
 
@@ -9,15 +10,34 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "phasebench"
+from phasebench.repository import ROOT
+
+PACKAGE = ROOT / "phasebench"
 # What the report and the gate may import of the suite: the leaves and themselves (never a trainer or a worker).
-READERS_MAY_IMPORT = {"phasebench.results", "phasebench.schema", "phasebench.record", "phasebench.distributed_records",
-                      "phasebench.method", "phasebench.spec", "phasebench.registry", "phasebench.data",
-                      "phasebench.utilization", "phasebench.gpu_sampling", "phasebench.cpu_windows"}
+READERS_MAY_IMPORT = {"phasebench.results", "phasebench.saved", "phasebench.schema", "phasebench.record",
+                      "phasebench.distributed_records", "phasebench.method", "phasebench.spec", "phasebench.registry",
+                      "phasebench.data", "phasebench.utilization", "phasebench.gpu_sampling", "phasebench.cpu_windows",
+                      "phasebench.repository"}
 # What phasebench.results may import of the suite (phasebench.schema, the format, its base phasebench.record and its
 # data-parallel records phasebench.distributed_records are).
-LEAVES = {"phasebench.schema", "phasebench.record", "phasebench.distributed_records", "phasebench.method",
-          "phasebench.spec", "phasebench.registry"}
+LEAVES = {"phasebench.saved", "phasebench.schema", "phasebench.record", "phasebench.distributed_records",
+          "phasebench.method", "phasebench.spec", "phasebench.registry", "phasebench.repository"}
+# The layers, lowest first, each by the modules and packages it holds: a module imports from its own layer and
+# those below, never from one above (test_no_import_runs_back_up). Inside a layer, test_no_import_cycle orders them.
+LAYERS = (
+    ("the vocabulary and the saved format (no torch)",
+     {"phasebench", "phasebench.repository", "phasebench.spec", "phasebench.method", "phasebench.registry",
+      "phasebench.devices", "phasebench.determinism", "phasebench.data", "phasebench.provenance",
+      "phasebench.phase_round", "phasebench.record", "phasebench.distributed_records", "phasebench.schema",
+      "phasebench.saved", "phasebench.results", "phasebench.cpu_windows", "phasebench.gpu_sampling",
+      "phasebench.utilization"}),
+    ("the Python trainer", {"phasebench.train"}),
+    ("the workers, which run either trainer", {"phasebench.worker"}),
+    ("the commands on saved results and on the workers", {"phasebench.gate", "phasebench.report", "phasebench.history",
+                                                          "phasebench.plain"}),
+    ("the pytest plugin", {"phasebench.plugin"}),
+    ("the reference pages, generated from the plugin's options and the schema", {"phasebench.reference"}),
+)
 
 
 def module_name(path: Path) -> str:
@@ -143,6 +163,37 @@ def test_no_import_cycle():
     assert not found, "import cycles between phasebench modules:\n" + "\n".join(" -> ".join(c) for c in found)
 
 
+def layer_of(name: str) -> int | None:
+    """The index in LAYERS of the layer that holds module `name` (itself or the package it is in), None if none does."""
+    for index, (_, members) in enumerate(LAYERS):
+        if any(name == member or (member != "phasebench" and name.startswith(member + ".")) for member in members):
+            return index
+    return None
+
+
+def upward_imports(graph: dict[str, set[str]], layer=layer_of) -> list[str]:
+    """Each import of a module from a layer above its own, as 'importer -> imported'."""
+    return [f"{name} -> {imported}" for name, imports in sorted(graph.items()) for imported in sorted(imports)
+            if layer(imported) > layer(name)]
+
+
+def test_every_module_has_a_layer():
+    assert not [name for name in MODULES if layer_of(name) is None], "place each of these in LAYERS"
+
+
+def test_no_import_runs_back_up():
+    """No module imports one of a layer above its own: a trainer never imports a worker, a worker never the plugin."""
+    assert "phasebench.phase_round" in GRAPH["phasebench.train.trainer"]  # the graph sees what it should
+    found = upward_imports(GRAPH)
+    assert not found, "imports that run back up the layers (LAYERS):\n" + "\n".join(found)
+
+
+def test_the_layer_check_finds_an_import_that_runs_back_up():
+    layers = {"low": 0, "low.b": 0, "high": 1}
+    graph = {"low": {"low.b"}, "low.b": {"high"}, "high": {"low"}}
+    assert upward_imports(graph, layers.get) == ["low.b -> high"]
+
+
 def test_the_cycle_check_finds_a_cycle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
     assert cycles(graph) == [["a", "b", "c", "a"]]
@@ -162,8 +213,8 @@ def test_report_and_gate_import_only_the_leaves_and_not_each_other():
             assert not any(module == other or module.startswith(other + ".") for module in closure(name))
 
 
-def test_the_product_never_imports_the_studies():
-    """studies/ measures the gates; no phasebench module imports it, at its top or in a function."""
+def test_the_product_never_imports_the_lab():
+    """lab/ (its studies, plugin and tests) imports the product; no phasebench module imports it, anywhere."""
     found = []
     for name, path in MODULES.items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf8"), str(path))):
@@ -173,7 +224,7 @@ def test_the_product_never_imports_the_studies():
                 imported = [node.module or ""]
             else:
                 continue
-            found += [f"{name} imports {module}" for module in imported if module.partition(".")[0] == "studies"]
+            found += [f"{name} imports {module}" for module in imported if module.partition(".")[0] == "lab"]
     assert not found, found
 
 
@@ -210,3 +261,77 @@ def test_report_and_gate_read_saved_records_only_through_the_schema():
              if name.startswith(("phasebench.report", "phasebench.gate"))
              for line in raw_reads(path.read_text(encoding="utf8"), str(path))]
     assert not found, found
+
+
+# -- rules by role: a name has one owner, and is imported from it ---------------------------------------------------
+SOURCES = sorted([*PACKAGE.rglob("*.py"), *(ROOT / "bench").rglob("*.py"), *(ROOT / "tests").rglob("*.py"),
+                  *(ROOT / "lab").rglob("*.py"), ROOT / "conftest.py"])
+OWNERS = {"ROOT": "phasebench.repository", "METHOD_VERSION": "phasebench.method"}  # a name: the module that defines it
+
+
+def re_exports(source: str, filename: str = "<source>") -> list[str]:
+    """Where `source` imports a name for others to import from it, as 'line: code': a `from M import name` kept with
+    `# noqa: F401`, or a module-level __all__ that lists names the module imports. (`import M  # noqa: F401`, a module
+    imported for what importing it does, is no re-export.)"""
+    tree, lines = ast.parse(source, filename), source.splitlines()
+    found = [f"{node.lineno}: {ast.unparse(node)}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+             and any("noqa: F401" in line for line in lines[node.lineno - 1:node.end_lineno])]
+    imported = {alias.asname or alias.name for node in tree.body if isinstance(node, ast.ImportFrom)
+                for alias in node.names}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(target, "id", None) == "__all__" for target in node.targets):
+            names = [element.value for element in getattr(node.value, "elts", []) if isinstance(element, ast.Constant)]
+            found += [f"{node.lineno}: __all__ names {name}, imported" for name in names if name in imported]
+    return found
+
+
+def stray_definitions(source: str, module: str, filename: str = "<source>") -> list[str]:
+    """Where `source` (module `module`) defines a name of OWNERS it does not own, imports one from another module,
+    or finds the repository from its own path (`Path(__file__)...parents[N]`), as 'line: code'. A script run by its
+    path may put its checkout on sys.path (`sys.path.insert(0, ...)`) so as to import phasebench: that is no root."""
+    found, tree = [], ast.parse(source, filename)
+    bootstrap = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.Call)
+                 and ast.unparse(node.func) == "sys.path.insert" for inner in ast.walk(node)}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(OWNERS.get(getattr(target, "id", None), module) != module for target in targets):
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.ImportFrom) and any(OWNERS.get(alias.name, node.module) != node.module
+                                                       for alias in node.names):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "parents"
+              and "__file__" in ast.unparse(node.value) and module != OWNERS["ROOT"] and id(node) not in bootstrap):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return sorted(found, key=lambda where: int(where.partition(":")[0]))
+
+
+def test_the_rule_checks_find_what_they_look_for():
+    shim = "from a import b  # noqa: F401\nimport c  # noqa: F401\nfrom d import (  # noqa: F401\n    e,\n)\n"
+    assert re_exports(shim) == ["1: from a import b", "3: from d import e"]
+    assert re_exports("from a import b, c\n__all__ = ['b', 'f']\ndef f(): pass\n") == ["2: __all__ names b, imported"]
+    stray = ("from pathlib import Path\nROOT = Path(__file__).resolve().parents[1]\n"
+             "from phasebench.results import ROOT\nfrom phasebench.method import METHOD_VERSION\n")
+    assert stray_definitions(stray, "tests.x") == ["2: ROOT = Path(__file__).resolve().parents[1]",
+                                                   "2: Path(__file__).resolve().parents[1]",
+                                                   "3: from phasebench.results import ROOT"]
+    assert stray_definitions("METHOD_VERSION = 5\n", "phasebench.method") == []
+    assert stray_definitions("sys.path.insert(0, str(Path(__file__).resolve().parents[3]))\n", "lab.x") == []
+
+
+def test_no_re_export_shims():
+    """Each name is imported from the module that defines it: no module keeps an import for others to take."""
+    found = [f"{path.relative_to(ROOT)}:{where}" for path in SOURCES
+             for where in re_exports(path.read_text(encoding="utf8"), str(path))]
+    assert not found, "re-exports (import these names from their owners instead):\n" + "\n".join(found)
+
+
+def test_one_definition_of_the_repository_root_and_the_method_version():
+    """ROOT is phasebench.repository's and METHOD_VERSION phasebench.method's: defined there alone, imported from
+    there alone, and no other module finds the repository from its own path."""
+    found = []
+    for path in SOURCES:
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        found += [f"{path.relative_to(ROOT)}:{where}"
+                  for where in stray_definitions(path.read_text(encoding="utf8"), module, str(path))]
+    assert not found, "\n".join(found)

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from phasebench.worker.client import ROOT
+from phasebench.repository import ROOT
 
 
 def test_the_tree_is_ruff_clean():

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 
 from phasebench import method
-from phasebench.method import METHOD_VERSION, ROOT
+from phasebench.method import METHOD_VERSION
+from phasebench.repository import ROOT
 
 
 def test_the_sources_that_define_the_clocks_are_those_the_method_was_recorded_for():
@@ -19,7 +20,7 @@ def test_the_sources_that_define_the_clocks_are_those_the_method_was_recorded_fo
 
 
 def test_every_method_source_exists():
-    missing = [name for name in method.METHOD_SOURCES if not (method.ROOT / name).is_file()]
+    missing = [name for name in method.METHOD_SOURCES if not (ROOT / name).is_file()]
     assert not missing, f"METHOD_SOURCES names files that are not there: {missing}"
 
 
@@ -48,12 +49,11 @@ def test_the_command_prints_the_hash(capsys):
 def test_a_result_of_the_previous_method_is_refused_naming_both():
     """A method-3 result (training run set-up with torchvision's import in Python's) against this method's: the
     comparison is refused, and the reason names both methods."""
-    import json
-
     from phasebench import results
+    from phasebench.saved import SavedResult
 
     path = ROOT / "tests" / "fixtures" / "method-3-default-run.json"  # a default run of method 3
-    saved = json.loads(path.read_text())
-    assert results.method_of(saved) == 3
-    why = results.mismatch(path, saved, METHOD_VERSION)
+    saved = SavedResult.load(path)
+    assert saved.method == 3
+    why = results.mismatch(saved, METHOD_VERSION)
     assert why is not None and f"method 3, this run by method {METHOD_VERSION}" in why, why

@@ -29,13 +29,13 @@ def test_a_free_running_loop_faults_no_more_per_step_than_a_plain_program(new_wo
         counted = worker.request(Train(epochs=1, synchronize=False, max_steps=COUNTED_STEPS))
     finally:
         worker.stop()
-    assert counted["steps"] == COUNTED_STEPS
-    per_step = counted["minor_faults"] / counted["steps"]
+    assert counted.steps == COUNTED_STEPS
+    per_step = counted.minor_faults / counted.steps
     assert per_step <= FAULTS_PER_STEP_BOUND, (
-        f"{impl}'s free-running loop faulted {counted['minor_faults']} pages in {counted['steps']} steps "
+        f"{impl}'s free-running loop faulted {counted.minor_faults} pages in {counted.steps} steps "
         f"({per_step:.0f} a step, a plain program about 0 once warm): its heap is returned to the kernel and "
         f"faulted back in every step")
-    assert counted["major_faults"] == 0, f"{impl}: {counted['major_faults']} major faults in a warm loop"
+    assert counted.major_faults == 0, f"{impl}: {counted.major_faults} major faults in a warm loop"
 
 
 def test_the_plain_programs_train_and_report_their_faults(settings, cpp_plain_program, tmp_path):

@@ -134,37 +134,3 @@ def test_a_change_of_method_is_not_comparable_and_passes_saying_so(tmp_path, cap
     assert (tmp_path / "gate.md").read_text() == out and (tmp_path / "failing.txt").read_text() == ""
     with pytest.raises(SystemExit, match="different measurement methods"):
         paired.main(["--base", base[0], head[1], "--head", *head[:2]])
-
-
-def test_gate_study_counts_alarms_and_detections(tmp_path):
-    """studies.gate_study over studies/gate-study's folders, made up here: one unchanged gated run that passed, one
-    that raised an alarm, one slowed run that named the slowed case and one that did not."""
-    from studies import gate_study
-
-    assert gate_study.wilson(0, 10)[0] == 0 and gate_study.wilson(0, 10)[1] == pytest.approx(0.2775, abs=1e-3)
-    assert gate_study.wilson(10, 10)[0] == pytest.approx(0.7225, abs=1e-3)
-    rows = ["label\tindex\tstatus\tseconds", "unchanged\t1\t0\t300", "slowed\t1\t1\t500", "unchanged\t2\t1\t320",
-            "slowed\t2\t0\t310"]
-    (tmp_path / "runs.tsv").write_text("\n".join(rows) + "\n")
-    for label, index in (("unchanged", 1), ("unchanged", 2), ("slowed", 1), ("slowed", 2)):
-        storage = tmp_path / f"{label}-{index}" / "storage" / "machine"
-        storage.mkdir(parents=True)
-        rng = random.Random(index)
-        for pair in range(1, 4):
-            for side in ("base", "head"):
-                save_run(storage / f"{pair:04d}_first-{side}-{pair}.json", rng, 0.05)
-    (tmp_path / "slowed-1" / "confirm-failing.txt").write_text("bench/test_phases.py::test_phase[forward-python-cpu]\n"
-                                                               "bench/test_phases.py::test_phase[forward-cpp-cpu]\n")
-    result = gate_study.study(tmp_path, "python/forward:0.5ms", 10)
-    assert result["false_alarms"][:2] == [1, 2] and result["detections"][:2] == [1, 2]
-    assert result["other_alarms_in_slowed"][:2] == [0, 2]  # forward's ratio names cpp's forward too: not another case
-    (tmp_path / "slowed-1" / "confirm-failing.txt").write_text("bench/test_phases.py::test_phase[loss-cpp-cpu]\n")
-    result = gate_study.study(tmp_path, "python/forward:0.5ms", 10)
-    assert result["other_alarms_in_slowed"][:2] == [1, 2]
-    assert result["detections"][:2] == [0, 2]
-    (tmp_path / "slowed-1" / "confirm-failing.txt").write_text("bench/test_phases.py::test_phase[forward-python-cpu]\n")
-    result = gate_study.study(tmp_path, "python/forward:0.5ms", 10)
-    assert result["pairs"] == 3 and result["seconds"]["slowed"] == [310, 500]
-    forward = result["mde"]["bench/test_phases.py::test_phase[forward-python-cpu]"]
-    assert forward["spread_log"] > 0 and forward["mde"] > 0.1  # never below the threshold
-    assert "| test_phase[forward-python-cpu] |" in gate_study.markdown(result)

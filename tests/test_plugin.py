@@ -8,7 +8,7 @@ import inspect
 
 from phasebench import plugin
 from phasebench.plugin import cases, counting, session
-from phasebench.worker.build import ROOT
+from phasebench.repository import ROOT
 
 
 def test_the_root_conftest_is_only_the_plugins_entry():

@@ -6,6 +6,7 @@ the summary."""
 from __future__ import annotations
 
 import configparser
+import dataclasses
 import difflib
 import io
 import re
@@ -18,8 +19,11 @@ import pytest
 
 from phasebench import provenance, schema
 from phasebench.plugin import switches
-from phasebench.reference import PAGES, ROOT, fields, options, saved, stale
+from phasebench.record import Record, saved_field
+from phasebench.reference import PAGES, fields, options, saved, stale
 from phasebench.reference import __main__ as cli
+from phasebench.repository import ROOT
+from phasebench.saved import RETIRED
 
 OPTIONS_PAGE = "docs/reference/options.md"
 SAVED_PAGE = "docs/reference/saved-results.md"
@@ -138,8 +142,8 @@ def test_every_schema_key_is_on_the_page_and_every_page_key_in_the_schema():
     for kind in (*schema.CASE_KINDS, schema.MachineInfo):  # every key of every kind, inherited ones included
         on_page = set().union(*(listed[saved.HEADINGS[base]] for base in kind.__mro__ if base in saved.HEADINGS))
         assert on_page == set(kind.keys()), kind.__name__
-    retired = {key for keys in schema.RETIRED.values() for key in keys}
-    assert listed["Keys older methods saved"] == retired
+    retired = {key for keys in RETIRED.values() for key in keys}
+    assert listed["Keys older formats saved"] == retired
     for key in ("dataset_origin", "gpu_unavailable", "implementations", "workloads", "setup_holds",
                 "startup_median_s", "stopping_median_s", "program_s", "loop_median_s"):
         assert any(key in keys for keys in listed.values()), key
@@ -149,21 +153,21 @@ def test_every_key_has_a_meaning_and_every_meaning_a_key():
     assert saved.described_problems() == []
 
 
-def test_the_meaning_check_finds_a_key_left_out_and_one_made_up(monkeypatch):
-    described = {record: dict(keys) for record, keys in fields.FIELDS.items()}
-    del described[schema.TrainingRunInfo]["loop_median_s"]
-    described[schema.MachineInfo]["made_up"] = ("s", "nothing")
-    monkeypatch.setattr(fields, "FIELDS", described)
-    assert saved.described_problems() == [
-        "TrainingRunInfo.loop_median_s: no meaning in phasebench/reference/fields.py",
-        "MachineInfo.made_up: described, but the record has no such key",
-    ]
+def test_the_meaning_check_finds_a_key_left_out():
+    @dataclasses.dataclass
+    class Described(Record):
+        told: int | None = saved_field("count", "a key with its unit and meaning")
+        untold: int | None = None
+
+    assert saved.described_problems([Described]) == [
+        f"{name}: no section on the page" for name in (*(kind.__name__ for kind in schema.CASE_KINDS), "MachineInfo")
+    ] + ["Described.untold: no unit or meaning in its field (saved_field, phasebench/record.py)"]
 
 
 def test_what_the_switches_write_into_machine_info_is_in_the_schema():
     written = switches.machine_info(switches.Switches(pins="count"), ["setarch"], "AVX2")
     assert set(written) <= set(schema.MachineInfo.keys())
-    assert set(written["pins"]) <= set(re.findall(r"`(\w+)`", fields.FIELDS[schema.MachineInfo]["pins"][1]))
+    assert set(written["pins"]) <= set(re.findall(r"`(\w+)`", saved.described(schema.MachineInfo, "pins")[1]))
 
 
 def test_the_commit_info_keys_are_the_ones_phasebench_adds(tmp_path, monkeypatch):
@@ -180,7 +184,7 @@ def test_the_reading_recipe_runs(tmp_path):
     done = subprocess.run([sys.executable, str(tmp_path / "read_saved.py"), str(ROOT / "tests/fixtures/complete.json")],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("method 2, torch 2.14.1+cu130, Example CPU"), done.stdout
+    assert done.stdout.startswith("format 2, method 2, torch 2.14.1+cu130, Example CPU"), done.stdout
     assert "test_training_run[python-cpu]: TrainingRunInfo training_run python cpu median 12.500000 s" in done.stdout
 
 

@@ -6,9 +6,9 @@ from types import SimpleNamespace
 import pytest
 
 from phasebench import registry, spec
+from phasebench.repository import ROOT
 from phasebench.spec import DEFAULT, SYNCS, Workload, parse_sizes, workloads
 from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
-from phasebench.worker.build import ROOT
 
 
 def test_every_implementation_is_complete():
@@ -52,7 +52,7 @@ def test_the_cpp_library_reports_the_phases_the_cases_name(worker_for):
     """The phases a C++ worker reports when it starts: the library's own list (pb_phase_names, cpp/src/phases.cpp).
     Its training phases are the cases' (spec.TRAINING_PHASES), in order; the others it lists are one-shot phases
     (graph_capture, which only a step "graphs" session runs)."""
-    reported = worker_for("cpp", "cpu").info["phases"]
+    reported = worker_for("cpp", "cpu").info.phases
     assert tuple(name for name in reported if name not in spec.ONE_SHOT_PHASES) == PHASE_NAMES, reported
     assert set(reported) - set(PHASE_NAMES) <= set(spec.ONE_SHOT_PHASES), reported
 

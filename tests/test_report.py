@@ -14,17 +14,22 @@ from pathlib import Path
 import pytest
 from pytest_benchmark.utils import get_machine_id
 
-from phasebench import report
 from phasebench.data import SYNTHETIC_WARNING
 from phasebench.report import charts, cli, findings, tables
 from phasebench.report.cases import PHASES
-from phasebench.results import all_cases
+from phasebench.repository import ROOT
+from phasebench.saved import SavedResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
 COMPLETE, MISSING = FIXTURES / "complete.json", FIXTURES / "missing.json"
 GRAPHS_BEFORE_STEP_IN_RUN = FIXTURES / "graphs-before-step-in-run.json"
 PUBLISHED_ROWS = ["Total Time", "Summed Time", "Step Count", "Data Loading", "Copying To Device", "Optimizer Init",
                   "Model Forward", "Loss Calculation", "Backward Pass", "Parameter Update", "Progress Printing"]
+
+
+def typed(result: dict, name: str = "result.json") -> SavedResult:
+    """A result these tests built or changed, read as a saved file is."""
+    return SavedResult.from_json(result, name)
 
 
 def run_report(capsys, *args) -> tuple[str, str]:
@@ -173,7 +178,7 @@ def test_newest_saved_result_by_default_and_by_number(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("content, message", [
-    ("{not json", "cannot read it as JSON"),
+    ("{not json", "not JSON"),
     (json.dumps({"machine_info": {}}), "not a pytest-benchmark result"),
 ])
 def test_unreadable_result_is_one_line_naming_the_file(tmp_path, content, message):
@@ -223,7 +228,7 @@ def variants_result() -> dict:
 
 
 def test_findings_are_drawn_from_the_run():
-    cases = all_cases(variants_result())
+    cases = typed(variants_result()).cases
     found = findings.findings(cases, "cpu")
     # The data-loading gap 4.8 - 0.3 = 4.5 ms: the design 4.8 - 1.8 = 3.0 ms (67%), the language 1.5 ms (33%).
     loading = line_naming(found, "python-tensor", "cpp")
@@ -245,7 +250,7 @@ def test_findings_are_drawn_from_the_run():
 def test_every_implementation_table_and_memory(tmp_path):
     path = tmp_path / "variants.json"
     path.write_text(json.dumps(variants_result()))
-    out, _ = cli.render(path, variants_result(), "markdown")
+    out, _ = cli.render(path, typed(variants_result()), "markdown")
     rows = markdown_rows(out, "**Every implementation on cpu, width 1, batch 64")
     header = rows[0]
     assert header[:4] == ["Phase", "python (ms)", "cpp (ms)", "python-tensor (ms)"] and "python-fused (ms)" in header
@@ -265,14 +270,14 @@ def test_workload_chart(tmp_path):
     chart = tmp_path / "variants-workloads.png"
     assert chart.read_bytes().startswith(b"\x89PNG") and chart.stat().st_size > 20_000
     # A result of the published workload alone has one point per line: nothing to compare, no chart.
-    assert not charts.scaling_chart(tmp_path / "complete-workloads.png", json.loads(COMPLETE.read_text()), "t")
+    assert not charts.scaling_chart(tmp_path / "complete-workloads.png", typed(json.loads(COMPLETE.read_text())), "t")
     assert not (tmp_path / "complete-workloads.png").exists()
 
 
 # -- the answer at a glance (pytest's terminal summary, phasebench/plugin/__init__.py) -------------------------------------------
 
 def answer_rows(sections, title: str) -> dict[str, list[str]]:
-    """{first cell: the other cells} of one section of report.answer; ratio cells keep their words together."""
+    """{first cell: the other cells} of one section of findings.answer; ratio cells keep their words together."""
     lines = dict(sections)[title]
     return {line.split("  ")[0].strip(): [cell.strip() for cell in line.split("  ")[1:] if cell.strip()]
             for line in lines if line}
@@ -290,7 +295,7 @@ def test_the_answer_per_device_with_every_ratio_and_its_direction():
         info = bench["extra_info"]
         if (info["phase"], info["implementation"], info["device"]) == ("forward", "cpp", "cpu"):
             bench["stats"]["median"] = 0.0035
-    sections = report.answer(result["benchmarks"])
+    sections = findings.answer(typed(result))
     assert [title for title, _ in sections] == ["phasebench: the answer on cpu", "phasebench: the answer on cuda"]
     cpu = answer_rows(sections, "phasebench: the answer on cpu")
     assert cpu["phase: median per call"] == ["python (ms)", "cpp (ms)", "python / cpp"]
@@ -331,7 +336,7 @@ def test_the_answer_has_one_row_per_other_implementation_within_100_columns():
                 copy["extra_info"].update(implementation=impl, reference=registry.get(impl).reference)
                 copy["stats"]["median"] /= 2
                 variants.append(copy)
-    sections = report.answer(result["benchmarks"] + variants)
+    sections = findings.answer(typed(result | {"benchmarks": result["benchmarks"] + variants}))
     lines = dict(sections)["phasebench: the answer on cpu"]
     assert max(len(line) for line in lines) <= 100, max(lines, key=len)
     cpu = answer_rows(sections, "phasebench: the answer on cpu")
@@ -360,7 +365,7 @@ def test_chart_shows_every_direction_names_what_was_not_measured_and_leaves_out_
         kept.append(bench)
     result["benchmarks"] = kept
     result["machine_info"]["phasebench"]["gpu_unavailable"] = "no usable GPU: test"
-    drawn = charts.chart(tmp_path / "chart.png", result, "t")
+    drawn = charts.chart(tmp_path / "chart.png", typed(result), "t")
     assert drawn["panels"] == ["cpu: per phase, one call", "cpu: training run, whole program and each phase's total"]
     assert "cuda: not run (no usable GPU: test)" in drawn["caption"]
     annotations = dict(drawn["annotations"][:len(PHASES)])  # the per-phase panel
@@ -374,21 +379,21 @@ def test_chart_shows_every_direction_names_what_was_not_measured_and_leaves_out_
 
 def test_synthetic_data_is_a_warning_in_the_report(tmp_path):
     result = json.loads(COMPLETE.read_text())
-    assert "SYNTHETIC" not in tables.describe(COMPLETE, result)
+    assert "SYNTHETIC" not in tables.describe(COMPLETE, typed(result))
     result["machine_info"]["phasebench"]["dataset"] = "synthetic"
-    assert "WARNING" in line_naming(tables.describe(COMPLETE, result), SYNTHETIC_WARNING)
+    assert "WARNING" in line_naming(tables.describe(COMPLETE, typed(result)), SYNTHETIC_WARNING)
     assert "apt-get install dataset-fashion-mnist" in SYNTHETIC_WARNING
 
 
 def test_a_testing_run_is_named_in_the_report():
     """The slowed phase of a testing run: method 3 saved it as test_slow_phase, later methods in `testing`."""
     result = json.loads(COMPLETE.read_text())
-    assert "TEST KNOB" not in tables.describe(COMPLETE, result)
+    assert "TEST KNOB" not in tables.describe(COMPLETE, typed(result))
     result["machine_info"]["phasebench"] |= {"method": 3, "test_slow_phase": "python/forward:5ms"}
-    line_naming(tables.describe(COMPLETE, result), "TEST KNOB", "python/forward:5ms")
+    line_naming(tables.describe(COMPLETE, typed(result)), "TEST KNOB", "python/forward:5ms")
     del result["machine_info"]["phasebench"]["test_slow_phase"]
     result["machine_info"]["phasebench"] |= {"method": 4, "testing": {"slow_phase": "cpp/loss:2ms", "fault": None}}
-    line_naming(tables.describe(COMPLETE, result), "TEST KNOB", "cpp/loss:2ms")
+    line_naming(tables.describe(COMPLETE, typed(result)), "TEST KNOB", "cpp/loss:2ms")
 
 
 # -- filling the device: every training loop, concurrent jobs, ensembles ---------------------------------------
@@ -418,7 +423,7 @@ def fill_result() -> dict:
 
 
 def test_loops_concurrent_jobs_and_ensembles_are_tabled(tmp_path):
-    out, _ = cli.render(tmp_path / "fill.json", fill_result(), "markdown")
+    out, _ = cli.render(tmp_path / "fill.json", typed(fill_result()), "markdown")
     loops = {row[0]: row for row in markdown_rows(out, "**The free-running training loop of every implementation on cuda")}
     assert loops["python-graphs"][2:] == ["1.000", "0.200", "0.800", "10.00", "80", "—"]
     assert loops["python"][5] == "0.50" and loops["cpp"][5] == "1.00"
@@ -441,7 +446,7 @@ def test_page_faults_are_tabled_where_implementations_differ(tmp_path):
             info["minor_faults_per_round"] = faults[info["phase"], info["implementation"]]
         if info.get("device") == "cpu" and info.get("phase") == "training_run":
             info["free_running_minor_faults_per_step"] = {"python": 0.6, "cpp": 1040.0}[info["implementation"]]
-    out, _ = cli.render(tmp_path / "faults.json", result, "markdown")
+    out, _ = cli.render(tmp_path / "faults.json", typed(result), "markdown")
     cpu = section(out, "cpu")
     rows = {row[0]: row for row in markdown_rows(cpu, "**Page faults on cpu where implementations differ")}
     assert rows["forward"][2:] == ["1.0", "980.0"]
@@ -459,7 +464,7 @@ def test_step_in_run_is_read_from_results_saved_under_its_old_name(tmp_path):
     runs = [bench for bench in old["benchmarks"] if bench["extra_info"]["phase"] == "training_run"]
     assert runs and all("train_step" in bench["extra_info"]["phase_total_s"] and "step_in_run" not in
                         bench["extra_info"]["phase_total_s"] for bench in runs)
-    out, _ = cli.render(GRAPHS_BEFORE_STEP_IN_RUN, old, "markdown")
+    out, _ = cli.render(GRAPHS_BEFORE_STEP_IN_RUN, typed(old), "markdown")
 
     rows = markdown_rows(section(out, "cuda"), "**The timed training run of every implementation on cuda")
     header = rows[0]
@@ -472,7 +477,7 @@ def test_step_in_run_is_read_from_results_saved_under_its_old_name(tmp_path):
     phases = {row[0]: row[1:] for row in markdown_rows(section(out, "cuda"), "**Every implementation on cuda")[2:]}
     assert phases["Train Step"] == ["1.2000", "1.0000", "1.20"]
     # The answer at a glance (pytest's terminal summary) reads it the same way.
-    cuda = answer_rows(report.answer(old["benchmarks"]), "phasebench: the answer on cuda")
+    cuda = answer_rows(findings.answer(typed(old)), "phasebench: the answer on cuda")
     assert cuda["Step In Run"] == ["0.9000", "0.7500", "1.20× slower"]
     assert cuda["train_step"] == ["1.2000", "1.0000", "1.20× slower"]
 
@@ -482,8 +487,8 @@ def test_step_in_run_is_read_from_results_saved_under_its_old_name(tmp_path):
         totals = bench["extra_info"].get("phase_total_s")
         if totals:
             totals["step_in_run"] = totals.pop("train_step")
-    assert cli.render(GRAPHS_BEFORE_STEP_IN_RUN, new, "markdown")[0] == out
-    assert report.answer(new["benchmarks"]) == report.answer(old["benchmarks"])
+    assert cli.render(GRAPHS_BEFORE_STEP_IN_RUN, typed(new), "markdown")[0] == out
+    assert findings.answer(typed(new)) == findings.answer(typed(old))
     # And the command takes it, charts included.
     assert cli.main([str(GRAPHS_BEFORE_STEP_IN_RUN), "--out", str(tmp_path)]) == 0
     written = markdown_rows(section((tmp_path / "graphs-before-step-in-run.md").read_text(), "cuda"),
@@ -496,7 +501,7 @@ def test_the_workers_start_up_parts_are_tabled_where_saved(tmp_path):
     of them beside the start seen from pytest; a part no run on that device has (CUDA's on cpu) gets no column, and a
     result saved without them gets no table."""
     result = json.loads(COMPLETE.read_text())
-    out, _ = cli.render(COMPLETE, result, "markdown")
+    out, _ = cli.render(COMPLETE, typed(result), "markdown")
     assert "Worker start-up of the training runs" not in out
     parts = {"cpu": {"imports": 2.1, "trainer": 0.2, "timer_floor": 0.05},
              "cuda": {"imports": 2.2, "cuda_init": 0.4, "trainer": 0.25, "timer_floor": 0.06, "pci_bus_id": 0.001}}
@@ -507,7 +512,7 @@ def test_the_workers_start_up_parts_are_tabled_where_saved(tmp_path):
             info["startup_parts_median_s"] = parts[info["device"]]
     path = tmp_path / "with-parts.json"
     path.write_text(json.dumps(result))
-    out, _ = cli.render(path, result, "markdown")
+    out, _ = cli.render(path, typed(result), "markdown")
     cpu = markdown_rows(section(out, "cpu"), "**Worker start-up of the training runs on cpu")
     assert cpu[0] == ["Implementation", "Workload", "Start-up seen from pytest (s)", "Imports (s)", "Trainer (s)",
                       "Timer floor (s)"]
@@ -515,3 +520,11 @@ def test_the_workers_start_up_parts_are_tabled_where_saved(tmp_path):
     cuda = markdown_rows(section(out, "cuda"), "**Worker start-up of the training runs on cuda")
     assert cuda[0][3:] == ["Imports (s)", "CUDA init (s)", "Trainer (s)", "Timer floor (s)", "Bus id (s)"]
     assert cuda[2:] == [["python", "width 1, batch 64", "3.000", "2.200", "0.400", "0.250", "0.060", "0.001"]]
+
+
+def test_the_report_reproduces_the_readmes_answer_byte_for_byte():
+    """results/answer/default-run-3.md is `python -m phasebench.report results/answer/default-run-3.json`'s table file
+    (results/answer/README.md): the same saved result, read through SavedResult, gives the same bytes."""
+    saved = Path("results/answer/default-run-3.json")
+    text, _ = cli.render(saved, SavedResult.load(ROOT / saved), "markdown")
+    assert text == (ROOT / "results/answer/default-run-3.md").read_text(encoding="utf8")

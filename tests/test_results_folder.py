@@ -11,7 +11,8 @@ import os
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from phasebench.repository import ROOT
+
 INDEX = "results/README.md"
 HISTORY = "results/history/"
 RESULTS_LIMIT = 5_000_000  # bytes, the files' own sizes

@@ -17,12 +17,13 @@ from types import SimpleNamespace
 
 import pytest
 
+from phasebench.phase_round import PhaseRound
 from phasebench.plugin import cases
 from phasebench.plugin.cases import RUN_ORDER
+from phasebench.repository import ROOT
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import TRAINING_PHASES
 from phasebench.worker import protocol, server, threads
-from phasebench.worker.client import ROOT
 from tests.child_runs import _data_options, run_suite
 
 PAIR = ("python", "cpp")
@@ -179,9 +180,9 @@ def test_the_canary_takes_time():
 class StandInTrainer:
     """A trainer whose every round runs one collection of generation 0."""
 
-    def run_phase(self, name: str) -> protocol.PhaseTiming:
+    def run_phase(self, name: str) -> PhaseRound:
         gc.collect(0)
-        return protocol.PhaseTiming(1000, 1000, 1000, {"leftovers": 0}, 0, 0)
+        return PhaseRound(1000, 1000, 1000, {"leftovers": 0}, 0, 0)
 
 
 def test_the_worker_reads_its_rounds_in_requests_of_their_own():
@@ -193,10 +194,10 @@ def test_the_worker_reads_its_rounds_in_requests_of_their_own():
              protocol.RoundsOpen(), protocol.Phase("forward"), protocol.Phase("forward"), protocol.RoundsClose(),
              protocol.Phase("forward")]
     worker.serve([request.encode() for request in lines], replies.append)
-    assert [reply["ok"] for reply in replies] == [False] + [True] * 8, replies
+    assert [reply.pop("ok") for reply in replies] == [False] + [True] * 8, replies
     assert "'rounds_close' before 'rounds_open'" in replies[0]["error"]
-    assert protocol.RoundsOpened.decode(replies[4]).canary_ns > 0
-    closed = protocol.RoundsClosed.decode(replies[7])
+    assert protocol.decode_reply(protocol.RoundsOpened, replies[4]).canary_ns > 0
+    closed = protocol.decode_reply(protocol.RoundsClosed, replies[7])
     assert closed.canary_ns > 0 and closed.gc_collections[0] >= 2, closed  # the two rounds', at least
     assert threading.get_native_id() in {thread["tid"] for thread in closed.threads}
     assert worker.window is None  # the round after the close counts nothing

@@ -18,7 +18,7 @@ from phasebench.gate import cli as gate_cli
 from phasebench.gate import counts, paired
 from phasebench.history import cli as history_cli
 from phasebench.report import cli as report_cli
-from tests.test_count_gate import counted_result
+from tests.test_count_gate import counted_json
 from tests.test_history import COUNTS, saved, scratch_repo
 from tests.test_paired import save_run
 from tests.test_report import COMPLETE, MISSING
@@ -144,8 +144,8 @@ def check_paired(status, said, out):
 
 
 def gate_counts(storage: Storage, tmp_path: Path, form):
-    storage.save("before", counted_result({"forward-python-cpu": [36_550_000] * 3}))
-    storage.save("after", counted_result({"forward-python-cpu": [37_281_000] * 3}))
+    storage.save("before", counted_json({"forward-python-cpu": [36_550_000] * 3}))
+    storage.save("after", counted_json({"forward-python-cpu": [37_281_000] * 3}))
     return run(counts.main, ["--base", form(storage.folder, "before"), "--head", form(storage.folder, "after"),
                              "--storage", storage.url])
 

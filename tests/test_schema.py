@@ -1,5 +1,6 @@
 """The saved-result format (phasebench/schema.py): every record kind survives pytest-benchmark's own save and reads
-back equal; a key no record has is refused on writing, on saving and on reading, naming the record or the file."""
+back equal through SavedResult, its kind saved with it; a key no record has is refused on writing, on saving and on
+reading, naming the record or the file, and so is a required key left unset. (Older formats: tests/test_saved.py.)"""
 
 from __future__ import annotations
 
@@ -8,22 +9,24 @@ import json
 import re
 import subprocess
 import sys
-import tarfile
 import types
 from pathlib import Path
 
 import pytest
 
-from phasebench import results, schema
+from phasebench import schema
 from phasebench.method import METHOD_VERSION
+from phasebench.repository import ROOT
+from phasebench.saved import SavedResult
 
 SAMPLES = {"int": 3, "float": 0.25, "str": "text", "list": [1, 2.5], "dict": {"key": [1]}, "object": "any"}
 
 
 def sample(kind: type[schema.Record], **fixed) -> schema.Record:
-    """A record of `kind` with every field set, by its type."""
+    """A record of `kind` with every field set, by its type (its kind's name where it saves one)."""
     values = {field.name: SAMPLES[str(field.type).split(" ")[0]] for field in dataclasses.fields(kind)}
-    return kind(**values | fixed)
+    named = {"kind": kind.__name__} if "kind" in values else {}
+    return kind(**values | named | fixed)
 
 
 PHASES = {schema.WorkerOverheadInfo: {"phase": "worker_overhead"}, schema.LossItemInfo: {"phase": "loss_item"},
@@ -33,7 +36,7 @@ PHASES = {schema.WorkerOverheadInfo: {"phase": "worker_overhead"}, schema.LossIt
           schema.DistTrainingRunInfo: {"phase": "training_run", "world_size": 2},
           schema.TorchrunInfo: {"phase": "torchrun", "world_size": 2}}
 RECORDS = [sample(kind, **fixed) for kind, fixed in PHASES.items()]
-MACHINE = sample(schema.MachineInfo, method=METHOD_VERSION)
+MACHINE = sample(schema.MachineInfo, format=schema.FORMAT_VERSION, method=METHOD_VERSION)
 
 # A suite of its own, run by pytest with pytest-benchmark and without phasebench's plugin: each case writes one
 # record through the schema; the run saves the machine record and checks the file before it is written.
@@ -75,9 +78,9 @@ def saved(tmp_path_factory) -> Path:
 
 
 def test_every_record_kind_reads_back_equal_from_a_saved_result(saved):
-    result = results.read_result(saved)
-    assert schema.machine_of(result, str(saved)) == MACHINE
-    read = sorted((schema.info_of(bench, METHOD_VERSION, str(saved)) for bench in result["benchmarks"]),
+    result = SavedResult.load(saved)
+    assert result.machine == MACHINE and result.saved_format == schema.FORMAT_VERSION
+    read = sorted((case.info for case in result.benchmarks),
                   key=lambda record: RECORDS.index(record) if record in RECORDS else -1)
     assert read == RECORDS
     assert [type(record) for record in read] == list(PHASES)
@@ -89,17 +92,37 @@ def test_an_unknown_key_is_refused_on_writing():
         schema.write(benchmark, schema.PhaseInfo, phase="forward", bogus=1)
     assert benchmark.extra_info == {}
     schema.write(benchmark, schema.TrainingRunInfo, phase="training_run")
+    assert benchmark.extra_info == {"phase": "training_run", "kind": "TrainingRunInfo"}  # its kind saved with it
     with pytest.raises(ValueError, match="PhaseInfo written into a TrainingRunInfo"):
         schema.write(benchmark, schema.PhaseInfo, order=3)  # a key of another kind than the case's
 
 
+def test_the_most_specific_kind_written_is_saved():
+    benchmark = types.SimpleNamespace(extra_info={})
+    schema.write(benchmark, schema.Utilization, gpu=None, cpu=None)  # no case kind: none saved
+    assert "kind" not in benchmark.extra_info
+    schema.write(benchmark, schema.PhaseInfo, phase="forward")
+    schema.write(benchmark, schema.CountedPhaseInfo, metric="instructions")
+    schema.write(benchmark, schema.PhaseInfo, round_checks="on")  # a base kind's keys keep the counted kind
+    assert benchmark.extra_info["kind"] == "CountedPhaseInfo"
+
+
 def test_an_unknown_key_is_refused_on_saving():
+    info = {"kind": "PhaseInfo", "phase": "forward", "implementation": "python", "device": "cpu"}
     output = {"machine_info": {"phasebench": MACHINE.as_dict()},
               "benchmarks": [{"fullname": "bench/test_phases.py::test_phase[forward-python-cpu]",
-                              "extra_info": {"phase": "forward", "setup_holds": "a retired key"}}]}
+                              "extra_info": info | {"setup_holds": "a retired key"}}]}
     with pytest.raises(schema.SchemaError, match=r"test_phase\[forward-python-cpu\].*PhaseInfo has no key 'setup_holds'"):
         schema.check_saved(output)
-    output["benchmarks"][0]["extra_info"].pop("setup_holds")
+    output["benchmarks"][0]["extra_info"] = info
+    schema.check_saved(output)
+    output["benchmarks"][0]["extra_info"] = info | {"device": None}
+    with pytest.raises(schema.SchemaError, match="PhaseInfo has no device"):
+        schema.check_saved(output)
+    output["benchmarks"][0]["extra_info"] = {key: value for key, value in info.items() if key != "kind"}
+    with pytest.raises(schema.SchemaError, match="has no 'kind'"):
+        schema.check_saved(output)
+    output["benchmarks"][0]["extra_info"] = info
     output["machine_info"]["phasebench"]["test_slow_phase"] = None
     with pytest.raises(schema.SchemaError, match="MachineInfo has no key 'test_slow_phase'"):
         schema.check_saved(output)
@@ -112,49 +135,13 @@ def test_an_unknown_key_is_refused_on_reading(saved, tmp_path):
     path.write_text(json.dumps(result))
     name = result["benchmarks"][0]["fullname"]
     with pytest.raises(SystemExit, match=rf"{re.escape(str(path))}: {re.escape(name)}: .* has no key 'bogus'"):
-        results.read_result(path)
-    assert "has no key 'bogus'" in results.baseline_error(path)
+        SavedResult.read(path, "test")
     with pytest.raises(schema.SchemaError, match="has no key 'bogus'"):
         schema.info_of(result["benchmarks"][0])
 
 
-def test_older_methods_read_their_retired_keys_and_a_newer_method_is_refused(saved):
-    result = json.loads(saved.read_text())
-    run = next(bench for bench in result["benchmarks"] if bench["extra_info"]["phase"] == "training_run"
-               and not bench["extra_info"].get("world_size"))
-    run["extra_info"]["setup_holds"] = "what set-up held, in words"
-    result["machine_info"]["phasebench"] |= {"method": 3, "test_slow_phase": None}
-    schema.check_result(result, "method3.json")
-    assert schema.info_of(run, 3) == sample(schema.TrainingRunInfo, phase="training_run")
-    result["machine_info"]["phasebench"] |= {"method": METHOD_VERSION}
-    with pytest.raises(schema.SchemaError, match="'test_slow_phase' was last saved by method 3"):
-        schema.check_result(result, "method4.json")
-    del result["machine_info"]["phasebench"]["test_slow_phase"]
-    with pytest.raises(schema.SchemaError, match="'setup_holds' was last saved by method 3"):
-        schema.check_result(result, "method4.json")
-    newer = {"machine_info": {"phasebench": {"method": METHOD_VERSION + 1}}, "benchmarks": []}
-    assert f"method {METHOD_VERSION + 1}" in schema.problem(newer, "newer.json")
-
-
-def test_every_saved_result_the_results_and_tests_hold_reads():
-    """Every saved result under results/ (the .tar.xz archives' members included) and tests/fixtures/."""
-    root = Path(results.ROOT)
-    saved = [(str(path), path.read_bytes())
-             for path in sorted([*root.glob("results/**/*.json"), *root.glob("tests/fixtures/*.json")])]
-    for archive in sorted(root.glob("results/**/*.tar.xz")):
-        with tarfile.open(archive) as tar:
-            saved += [(f"{archive}:{member.name}", tar.extractfile(member).read())
-                      for member in tar.getmembers() if member.isfile() and member.name.endswith(".json")]
-    assert len(saved) > 100
-    for name, text in saved:
-        result = json.loads(text)
-        if isinstance(result, dict) and isinstance(result.get("benchmarks"), list):
-            schema.check_result(result, name)
-
-
 def test_the_schema_is_a_leaf():
     code = "import phasebench.schema, sys; print(sorted(m for m in sys.modules if m.startswith(('phasebench', 'torch'))))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=results.ROOT)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert json.loads(out.stdout.replace("'", '"')) == ["phasebench", "phasebench.distributed_records",
-                                                         "phasebench.method", "phasebench.record",
-                                                         "phasebench.schema", "phasebench.spec"]
+                                                         "phasebench.record", "phasebench.schema"]

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from phasebench import registry, spec
-from phasebench.worker.client import ROOT
+from phasebench.repository import ROOT
 
 
 def child(code: str) -> list[str]:

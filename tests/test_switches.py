@@ -12,7 +12,6 @@ import json
 import subprocess
 import sys
 from dataclasses import replace
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -21,10 +20,12 @@ from phasebench import results, schema
 from phasebench.gate.decide import Run, decide
 from phasebench.history import points
 from phasebench.method import METHOD_VERSION
+from phasebench.phase_round import PhaseRound
 from phasebench.plugin import switches
+from phasebench.repository import ROOT
+from phasebench.saved import SavedResult
 from phasebench.worker import counting, protocol, server
-from phasebench.worker.client import ROOT, Conditions
-from tests.child_runs import _data_options, run_suite
+from phasebench.worker.client import Conditions
 
 # A default run of method 3 (the README's answer at commit 3779c89), saved before the switches existed.
 ANSWER = ROOT / "tests" / "fixtures" / "method-3-default-run.json"
@@ -125,10 +126,10 @@ class RecordingTrainer:
     def __init__(self):
         self.asked = []
 
-    def run_phase(self, name: str, **given) -> protocol.PhaseTiming:
+    def run_phase(self, name: str, **given) -> PhaseRound:
         self.asked.append((name, given))
         product = {"leftovers": 0} if given.get("checks", True) else {"checks": "off"}
-        return protocol.PhaseTiming(1000, 1000, 1000, product, 0, 0)
+        return PhaseRound(1000, 1000, 1000, product, 0, 0)
 
 
 def worker(pins: str | None = None) -> tuple[server.Server, RecordingTrainer]:
@@ -180,7 +181,7 @@ def test_the_count_mode_conditions_are_applied_in_the_worker(monkeypatch):
         monkeypatch.setattr(gc, name, lambda *args, name=name: calls.append(name))
     monkeypatch.setattr(sys, "_clear_type_cache", lambda: calls.append("type cache"))
     trainer = SimpleNamespace(timed=lambda body, owner: (calls.append("clock"), body(owner), (1, 2, 3))[-1])
-    assert server.count_conditions("python", trainer) == {"pins": "count"}
+    assert server.count_conditions("python", trainer) == "count"
     assert calls == ["collect", "freeze", "disable"]
     calls.clear()
     assert trainer.timed(lambda owner: calls.append("body"), None) == (1, 2, 3)
@@ -224,28 +225,27 @@ def test_without_its_checks_a_python_round_does_none_of_their_work(settings, tmp
 
 # -- compared, keyed ------------------------------------------------------------------------------------------------
 
-def switched_result(**info) -> dict:
+def switched_result(name: str = "base.json", **info) -> SavedResult:
     result = json.loads(ANSWER.read_text(encoding="utf8"))
     result["machine_info"]["phasebench"].update(info)
-    return result
+    return SavedResult.from_json(result, name)
 
 
 def test_a_result_timed_with_other_switches_is_not_compared():
     plain = switched_result()
-    assert results.switched(schema.machine_of(plain)) == {}  # saved before the switches existed
-    assert results.switched(schema.machine_of(switched_result(round_checks="on", omp_wait_policy="default"))) == {}
+    assert results.switched(plain.machine) == {}  # saved before the switches existed
+    assert results.switched(switched_result(round_checks="on", omp_wait_policy="default").machine) == {}
     off = switched_result(round_checks="off", omp_wait_policy="passive", pins={"conditions": "count"})
-    assert results.switched(schema.machine_of(off)) == {"round checks": "off", "OMP_WAIT_POLICY": "passive",
-                                                        "pins": "count"}
-    method = results.method_of(plain)
-    assert results.mismatch("base.json", plain, method, "time", {}) is None
-    why = results.mismatch("base.json", plain, method, "time", {"round checks": "off"})
+    assert results.switched(off.machine) == {"round checks": "off", "OMP_WAIT_POLICY": "passive", "pins": "count"}
+    method = plain.method
+    assert results.mismatch(plain, method, "time", {}) is None
+    why = results.mismatch(plain, method, "time", {"round checks": "off"})
     assert why.startswith("base.json was timed with no switch, this run with round checks off") and "\n" not in why
-    assert results.mismatch("base.json", plain, method, "time") is None  # no current switches given: not checked
-    base, head = Run.of("base.json", plain), Run.of("head.json", switched_result(round_checks="off"))
+    assert results.mismatch(plain, method, "time") is None  # no current switches given: not checked
+    base, head = Run.of(plain), Run.of(switched_result("head.json", round_checks="off"))
     with pytest.raises(ValueError, match="runs timed with different switches"):
         decide([base], [head])
-    assert decide([base], [Run.of("again.json", plain)])  # the same switches: decided as before
+    assert decide([base], [Run.of(switched_result("again.json"))])  # the same switches: decided as before
 
 
 def test_a_run_without_the_switches_keeps_its_history_key_and_one_with_them_gets_its_own():
@@ -265,26 +265,3 @@ def test_a_run_without_the_switches_keeps_its_history_key_and_one_with_them_gets
     assert count_key == points.machine_key(replace(counted, round_checks="on"), platform, "cpu", 1, "commit")
     assert points.machine_key(replace(counted, round_checks="off"), platform, "cpu", 1, "commit") \
         == count_key + (("round checks", "off"),)
-
-
-# -- one real child run ---------------------------------------------------------------------------------------------
-
-def test_a_timed_run_leaves_the_checks_out_and_says_so_in_what_it_saves(pytestconfig, tmp_path):
-    """loss in Python and in C++, 2 rounds after none, without --round-checks: each case passes with nothing checked
-    (a timed run's default), the header names only the switch given, and the saved result says the checks were off
-    in the run and in each language's worker, and the wait policy its workers ran with."""
-    out = tmp_path / "result.json"
-    run = run_suite("bench/test_phases.py", "--benchmark-only", "-k", "loss", "--impl", "python,cpp",
-                    "--device", "cpu", "--rounds", "2", "--warmup-rounds", "0",
-                    "--omp-wait-policy", "passive", "--no-utilization", f"--benchmark-json={out}",
-                    *_data_options(pytestconfig))
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert "phasebench: switches: OMP_WAIT_POLICY passive in the workers\n" in run.stdout
-    saved = json.loads(out.read_text())
-    machine = schema.machine_of(saved)
-    assert (machine.round_checks, machine.omp_wait_policy, machine.pins) == ("off", "passive", None)
-    infos = [schema.info_of(bench) for bench in saved["benchmarks"]]
-    assert sorted((info.phase, info.implementation, info.round_checks) for info in infos) == [
-        ("loss", "cpp", "off"), ("loss", "python", "off")]
-    assert results.switched(machine) == {"round checks": "off", "OMP_WAIT_POLICY": "passive"}
-    assert Path(out).stat().st_size > 0

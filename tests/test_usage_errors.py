@@ -10,7 +10,7 @@ import pytest
 
 from phasebench import registry
 from phasebench.plugin import guards
-from phasebench.worker.client import ROOT
+from phasebench.repository import ROOT
 from tests.child_runs import run_suite
 
 
@@ -19,8 +19,6 @@ from tests.child_runs import run_suite
     ("--device", "tpu", "cpu, cuda"),
     ("--dataset", "imagenet", "auto, mnist, fashion-mnist, synthetic"),
     ("--round-checks", "maybe", "on, off"),
-    ("--omp-wait-policy", "spin", "passive, active, default"),
-    ("--pins", "all", "none, count"),
 ])
 def test_an_unknown_option_value_is_a_usage_error(option, value, valid):
     run = run_suite(option, value)

@@ -7,15 +7,18 @@ Faults are made on purpose with the testing worker's knob (tests/knobs_worker.py
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import typing
 from pathlib import Path
 
 import pytest
 
+from phasebench.phase_round import CountDump, PhaseRound
 from phasebench.spec import Workload
-from phasebench.worker import protocol
+from phasebench.worker import protocol, server
 from phasebench.worker.client import WorkerDied, WorkerError, WorkerPool
 from tests.knobs_worker import Fault
 
@@ -86,7 +89,7 @@ class TrainWithoutEpochs(protocol.Request):
     synchronize: bool
 
 
-@protocol.request_type("phase", protocol.PhaseReply)
+@protocol.request_type("phase", PhaseRound)
 class PhaseWithRounds(protocol.Request):
     name: str
     rounds: int
@@ -108,7 +111,7 @@ def test_requests_the_worker_does_not_know_are_error_replies(new_worker):
     finally:
         worker.stop()
     with pytest.raises(protocol.ProtocolError, match="not JSON"):
-        protocol.decode_request("{", protocol.REQUESTS)
+        protocol.decode_request("{", {})
 
 
 def test_the_pool_releases_a_worker_no_later_case_needs(new_worker):
@@ -209,3 +212,27 @@ def test_a_worker_that_failed_to_start_is_not_started_again(new_worker):
         assert len(spawned) == 2
     finally:
         pool.stop_all()
+
+
+def test_every_request_type_is_registered_with_its_handler_and_its_reply_type():
+    """protocol.py declares each request with its reply's type; the worker answers each with the one method that says
+    so (server.answers), and that method returns the reply's type."""
+    declared = {kind.cmd: kind for kind in protocol.Request.__subclasses__() if kind.__module__ == protocol.__name__}
+    handlers = server.Server.handlers()
+    assert {cmd: kind for cmd, (kind, _) in handlers.items()} == declared
+    for kind, name in handlers.values():
+        assert typing.get_type_hints(getattr(server.Server, name))["return"] is kind.reply, (kind.cmd, name)
+
+
+def test_a_reply_decodes_to_its_type_nested_records_included_and_nothing_else():
+    """What the worker encodes the client decodes to the same typed reply (the count mode's dumps as CountDump), and a
+    line with a field its reply type lacks, or without one it needs, is refused by name."""
+    timed = PhaseRound(5, 6, 7, {"leftovers": 0}, dump=CountDump("/tmp/callgrind.out.1", "python/forward/1"))
+    assert protocol.decode_reply(PhaseRound, json.loads(json.dumps(protocol.encode_reply(timed)))) == timed
+    started = protocol.Started(1, ["forward"], 2, 30, 40, None, {}, {"trainer": 40},
+                               count_floor_dumps=[CountDump("/tmp/callgrind.out.2", "python/noop/2")])
+    assert protocol.decode_reply(protocol.Started, json.loads(json.dumps(protocol.encode_reply(started)))) == started
+    with pytest.raises(protocol.ProtocolError, match="unknown field.* dump"):
+        protocol.decode_reply(protocol.EnsembleReply, {"ns": 1, "cpu_ns": 1, "thread_cpu_ns": 1, "losses": [], "dump": ""})
+    with pytest.raises(protocol.ProtocolError, match="lacks losses"):
+        protocol.decode_reply(protocol.EnsembleReply, {"ns": 1, "cpu_ns": 1, "thread_cpu_ns": 1})

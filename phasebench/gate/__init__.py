@@ -16,13 +16,11 @@ reads saved results; tests/test_layers.py checks that no import goes in a circle
 - cli: `python -m phasebench.gate BASELINE RESULT`, the table for one pair of saved results, without intervals;
 - counts: the instruction-count gate, `python -m phasebench.gate.counts` (.ci/bench-pr-count), with its thresholds
   file count_spread.json beside it.
+- comment: the pull request's one comment, `python -m phasebench.gate.comment GATE.json …`, rendered from both
+  gates' verdict files (paired's and counts' --json), every device in one.
 
-What the gates do on this machine is measured by the studies (studies/), which this package never imports.
+What the gates do on this machine is measured by the lab's studies (lab/studies/), which this package never imports.
 
 It imports no torch. The test-only knob that slows one phase on purpose to prove that the gates fail
 (PHASEBENCH_TEST_SLOW_PHASE) is the tests' own: tests/knobs.py.
 """
-
-from phasebench.gate.options import parse_percent
-
-__all__ = ["parse_percent"]

@@ -7,18 +7,19 @@ from __future__ import annotations
 
 import argparse
 
-from phasebench import results, schema
+from phasebench import results
 from phasebench.gate.decide import DEFAULT_THRESHOLD, Run, decide, table
 from phasebench.gate.stats import change_either_way
+from phasebench.saved import SavedResult
 
 PROG = "phasebench.gate"
 
 
-def _load(name: str, storage: str) -> tuple[str, dict]:
+def _load(name: str, storage: str) -> tuple[str, SavedResult]:
     """A saved result (phasebench.results.find_results: a path, a run number, the name it was saved under, a glob
     that matches one), and its path."""
     path = str(results.find_result(name, storage, PROG))
-    return path, results.load(path, PROG)
+    return path, SavedResult.read(path, PROG)
 
 
 def main(argv=None) -> int:
@@ -31,11 +32,10 @@ def main(argv=None) -> int:
                         help=f"where saved results are, as --benchmark-storage (default: {results.DEFAULT_STORAGE})")
     args = parser.parse_args(argv)
     (args.baseline, baseline), (args.result, result) = (_load(name, args.storage) for name in (args.baseline, args.result))
-    different = results.mismatch(args.baseline, baseline, results.method_of(result), results.metric_of(result),
-                                 results.switched(schema.machine_of(result)))
+    different = results.mismatch(baseline, result.method, result.metric, results.switched(result.machine))
     if different:
         raise SystemExit(different.replace("this run", args.result))
-    verdicts = decide([Run.of(args.baseline, baseline)], [Run.of(args.result, result)])
+    verdicts = decide([Run.of(baseline)], [Run.of(result)])
     if not verdicts:
         raise SystemExit(f"{args.result} has no benchmark that {args.baseline} has")
     print(table(verdicts, DEFAULT_THRESHOLD, DEFAULT_THRESHOLD), end="")

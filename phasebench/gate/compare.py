@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from phasebench import results
 from phasebench.gate.stats import change_either_way
 from phasebench.gate.verdict import is_gated
+from phasebench.saved import SavedResult
 
 # What a run draws or reads anew each time by design, so that two runs of one tree on one machine differ in it: the
 # seed of the run order (--order-seed; the cases' own `order` records where each ran), and the CPU's momentary clock
@@ -39,16 +40,14 @@ def machine_info_differences(current, saved, prefix: str = "") -> list[str]:
     return [] if current == saved else [f"{prefix.rstrip('.')}: {saved!r} → {current!r}"]
 
 
-def phase_medians(benchmarks) -> dict[tuple[str, str, str], dict[str, float]]:
-    """{(phase, device, workload id): {implementation: median seconds}} from saved benchmarks.
+def phase_medians(result: SavedResult) -> dict[tuple[str, str, str], dict[str, float]]:
+    """{(phase, device, workload id): {implementation: median seconds}} of a result's one-process cases.
 
     The phases no gate judges are left out (phasebench.gate.verdict.NOT_GATED_PHASES)."""
     medians: dict[tuple[str, str, str], dict[str, float]] = {}
-    for bench in benchmarks:
-        key = results.case_key(bench)
-        if key and is_gated(key):
-            phase, impl, device, workload_id = key
-            medians.setdefault((phase, device, workload_id), {})[impl] = bench["stats"]["median"]
+    for key, case in result.cases.items():
+        if is_gated(key):
+            medians.setdefault((key.phase, key.device, key.workload), {})[key.implementation] = case.median
     return medians
 
 
@@ -79,7 +78,7 @@ class RatioChange:
                 f"{self.after:.3f}, {self.loser} {self.percent:.1f}% slower relative to {other}")
 
 
-def ratio_changes(baseline, current) -> list[RatioChange]:
+def ratio_changes(baseline: SavedResult, current: SavedResult) -> list[RatioChange]:
     """Every (phase, device, workload) and implementation whose median and its reference's are in both,
     largest change first (docs/gating.md#baselines-and-ci-gating)."""
     before, after = phase_medians(baseline), phase_medians(current)
@@ -95,21 +94,22 @@ def ratio_changes(baseline, current) -> list[RatioChange]:
                                                change.impl))
 
 
-def gate_failures(baselines: dict, current: list[dict], ratio_limit: int | None) -> list[str]:
+def gate_failures(baselines: dict[str, SavedResult], current: SavedResult, ratio_limit: int | None) -> list[str]:
     """What fails a compared run beyond pytest-benchmark's own --benchmark-compare-fail: a baseline that
     shares no benchmark with the run, or a run in which no benchmark ran (the gate would pass by comparing
     nothing) and, with ratio_limit,
     every phase whose python/cpp ratio moved more than ratio_limit percent.
 
-    baselines: {path: {fullname: saved benchmark}}, as pytest-benchmark loaded them; current: this run's."""
-    if not current:  # every case skipped (a GPU runner without its GPU) or failed: the gate must not pass
+    baselines: {path: the saved baseline}, those pytest-benchmark compared with; current: this run's."""
+    if not current.benchmarks:  # every case skipped (a GPU runner without its GPU) or failed: the gate must not pass
         return [f"nothing compared: no benchmark ran, so none was compared with {', '.join(map(str, baselines))}"]
     failures = []
+    ran = {case.fullname for case in current.benchmarks}
     for path, baseline in baselines.items():
-        if not any(bench["fullname"] in baseline for bench in current):
+        if not ran & {case.fullname for case in baseline.benchmarks}:
             failures.append(f"nothing compared: no benchmark of this run is in baseline {path}")
         elif ratio_limit is not None:
-            changes = ratio_changes(list(baseline.values()), current)
+            changes = ratio_changes(baseline, current)
             if not changes:
                 failures.append(f"--phase-ratio-fail: no phase has python and cpp medians, nor any implementation and its "
                                 f"reference, both here and in {path}")

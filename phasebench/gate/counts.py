@@ -23,6 +23,7 @@ from pathlib import Path
 
 from phasebench import results, schema
 from phasebench.gate.verdict import Verdict, short
+from phasebench.saved import SavedResult
 
 SPREAD_FACTOR = 10.0  # the threshold is this many times the spread
 MIN_THRESHOLD = 0.5  # percent
@@ -36,27 +37,27 @@ def spread_percent(counts: list[float]) -> float:
     return 100.0 * (max(counts) - min(counts)) / statistics.median(counts)
 
 
-def counted_cases(result: dict) -> dict[str, dict]:
+def counted_cases(result: SavedResult) -> dict[str, dict]:
     """{case fullname: {"median", "rounds" (the counts), "floor", "phase", "impl"}} of a counted result."""
     cases = {}
-    for bench in result.get("benchmarks", []):
-        info = schema.info_of(bench)
+    for case in result.benchmarks:
+        info = case.info
         if not isinstance(info, schema.CountedPhaseInfo):
             continue
         counts = info.instructions or []
-        cases[bench["fullname"]] = {"median": statistics.median(counts), "rounds": counts,
+        cases[case.fullname] = {"median": statistics.median(counts), "rounds": counts,
                                     "floor": info.count_floor, "phase": info.phase, "impl": info.implementation}
     return cases
 
 
-def bracket_of(result: dict):
-    return (schema.machine_of(result).count or {}).get("bracket")
+def bracket_of(result: SavedResult):
+    return (result.machine.count or {}).get("bracket")
 
 
-def not_comparable(base: dict, head: dict) -> str | None:
+def not_comparable(base: SavedResult, head: SavedResult) -> str | None:
     """Why base's counts cannot be set against head's, or None."""
-    if results.metric_of(base) != "instructions":
-        return f"base holds {results.metric_of(base)}, not instruction counts (base lacks the mode)"
+    if base.metric != "instructions":
+        return f"base holds {base.metric}, not instruction counts (base lacks the mode)"
     if bracket_of(base) != bracket_of(head):
         return f"the count bracket changed (base {bracket_of(base)!r}, head {bracket_of(head)!r})"
     return None
@@ -91,7 +92,7 @@ def load_spreads(path: Path) -> dict[str, float]:
     return spreads
 
 
-def decide(base: dict, head: dict, spreads: dict[str, float]) -> list[Row]:
+def decide(base: SavedResult, head: SavedResult, spreads: dict[str, float]) -> list[Row]:
     """Per case present in both: base and head medians, the change, the threshold and the verdict."""
     rows = []
     base_cases, head_cases = counted_cases(base), counted_cases(head)
@@ -147,9 +148,9 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
     args.base, args.head = (str(results.find_result(name, args.storage, parser.prog)) for name in (args.base, args.head))
-    base, head = (results.load(path, parser.prog) for path in (args.base, args.head))
-    if results.metric_of(head) != "instructions":
-        parser.error(f"{args.head} holds {results.metric_of(head)}: head must be counted (--count instructions)")
+    base, head = (SavedResult.read(path, parser.prog) for path in (args.base, args.head))
+    if head.metric != "instructions":
+        parser.error(f"{args.head} holds {head.metric}: head must be counted (--count instructions)")
     try:
         spreads = load_spreads(args.spread)
     except ValueError as error:
@@ -162,7 +163,9 @@ def main(argv=None) -> int:
     if args.markdown:
         Path(args.markdown).write_text(text)
     if args.json:
-        Path(args.json).write_text(json.dumps({"note": note, "rows": [r.as_json() for r in rows]}, indent=1))
+        # Named and placed (Valgrind counts on cpu alone) for the pull request's comment (phasebench.gate.comment).
+        Path(args.json).write_text(json.dumps({"gate": "instructions", "device": "cpu", "note": note,
+                                               "rows": [r.as_json() for r in rows]}, indent=1))
     return 1 if any(r.verdict.fails for r in rows) else 0
 
 

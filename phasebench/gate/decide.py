@@ -28,14 +28,13 @@ the same table for one pair of results, without intervals.
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
-from pathlib import Path
 
-from phasebench import results, schema
+from phasebench import results
 from phasebench.gate.stats import Change, paired_change
 from phasebench.gate.verdict import Verdict, is_gated, short
+from phasebench.saved import SavedResult, SavedResultError
 
 DEFAULT_THRESHOLD = 10.0  # percent: docs/gating.md#baselines-and-ci-gating says where it comes from
 
@@ -44,7 +43,8 @@ DEFAULT_THRESHOLD = 10.0  # percent: docs/gating.md#baselines-and-ci-gating says
 
 @dataclass(frozen=True)
 class Run:
-    """One saved result: per case (its fullname) the raw median, the case key and the worker's timer floor."""
+    """What the gate reads of one saved result (SavedResult): per case (its fullname) the raw median, the case key and
+    the worker's timer floor."""
 
     path: str
     medians: dict[str, float]
@@ -55,28 +55,24 @@ class Run:
 
     @classmethod
     def load(cls, path) -> Run:
-        error = results.baseline_error(Path(path))
-        if error:
-            raise SystemExit(f"{path}: {error}")
-        return cls.of(path, json.loads(Path(path).read_text(encoding="utf8")))
+        try:
+            return cls.of(SavedResult.load(path))
+        except SavedResultError as error:
+            raise SystemExit(str(error)) from None
 
     @classmethod
-    def of(cls, path, result: dict) -> Run:
-        """From a loaded result (pytest-benchmark's JSON)."""
+    def of(cls, result: SavedResult) -> Run:
         medians, keys, floors = {}, {}, {}
-        for bench in result["benchmarks"]:
-            key = results.case_key(bench)
-            if key and not is_gated(key):
+        for case in result.benchmarks:
+            if case.key and not is_gated(case.key):
                 continue
-            name = bench["fullname"]
-            medians[name] = bench["stats"]["median"]
-            if key:
-                keys[name] = key
-            floor = getattr(schema.info_of(bench), "timer_floor_s", None)
+            medians[case.fullname] = case.median
+            if case.key:
+                keys[case.fullname] = case.key
+            floor = getattr(case.info, "timer_floor_s", None)
             if floor:
-                floors[name] = floor
-        return cls(str(path), medians, keys, floors, results.method_of(result),
-                   tuple(results.switched(schema.machine_of(result)).items()))
+                floors[case.fullname] = floor
+        return cls(result.source, medians, keys, floors, result.method, tuple(results.switched(result.machine).items()))
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,42 @@ the runs of the failing cases run again alone (.ci/bench-pr), theirs is the verd
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from phasebench import results
-from phasebench.gate.decide import DEFAULT_THRESHOLD, Run, confirmed_table, decide, method_change, table
+from phasebench.gate.decide import DEFAULT_THRESHOLD, Run, confirmed_table, decide, method_change, outcome, table
 from phasebench.gate.options import parse_percent
 
 PROG = "phasebench.gate.paired"
+
+
+def verdict_row(v, runs: list[Run], threshold: float, ratio_threshold: float) -> dict:
+    """One case's verdict as data: what the comment shows of it."""
+    key = next((run.keys[v.case] for run in runs if v.case in run.keys), None)
+    row = {"kind": v.kind, "case": v.case, "base": v.base, "head": v.head,
+           "unit": "ratio" if v.kind == "ratio" else "s", "change_pct": 100 * v.change.estimate,
+           "low_pct": None if v.change.low is None else 100 * v.change.low,
+           "high_pct": None if v.change.high is None else 100 * v.change.high,
+           "threshold_pct": float(ratio_threshold if v.kind == "ratio" else threshold), "verdict": v.verdict.value,
+           "detail": v.detail}
+    if key:
+        row |= {"phase": key[0], "implementation": key[1], "device": key[2]}
+    return row
+
+
+def verdict_data(verdicts, runs: list[Run], threshold: float, ratio_threshold: float, note: str | None,
+                 first=None) -> dict:
+    """The gate's verdicts as data (--json), beside its Markdown: the rerun's where there was one, the first
+    runs' under "first_rows"; a method change's note instead of rows."""
+    devices = sorted({key[2] for run in runs for key in run.keys.values()})
+    data = {"gate": "time", "device": ", ".join(devices), "outcome": outcome(verdicts) if not note else
+            "not comparable", "note": note.split("\n\n", 1)[-1].strip() if note else None,
+            "threshold_pct": float(threshold), "ratio_threshold_pct": float(ratio_threshold),
+            "rows": [verdict_row(v, runs, threshold, ratio_threshold) for v in verdicts]}
+    if first is not None:
+        data["first_rows"] = [verdict_row(v, runs, threshold, ratio_threshold) for v in first]
+    return data
 
 
 def main(argv=None) -> int:
@@ -41,6 +70,8 @@ def main(argv=None) -> int:
     parser.add_argument("--ratio-threshold", type=parse_percent, default=int(DEFAULT_THRESHOLD), metavar="X%")
     parser.add_argument("--markdown", help="also write the table here (the CI job summary)")
     parser.add_argument("--failing", help="write the fullnames of the cases that failed here, one a line")
+    parser.add_argument("--json", help="write the verdicts here as data (the pull request's comment reads them: "
+                                       "python -m phasebench.gate.comment)")
     args = parser.parse_args(argv)
     if (args.confirm_base is None) != (args.confirm_head is None):
         parser.error("--confirm-base and --confirm-head come together: the rerun is paired as the first runs are")
@@ -69,6 +100,11 @@ def main(argv=None) -> int:
     print(text, end="")
     if args.markdown:
         Path(args.markdown).write_text(text, encoding="utf8")
+    if args.json:
+        first = stages[0][0]
+        Path(args.json).write_text(json.dumps(verdict_data(verdicts, first, args.threshold, args.ratio_threshold,
+                                                           not_comparable, decided[0] if len(decided) == 2 else None),
+                                              indent=1), encoding="utf8")
     failed = [v for v in verdicts if v.failed]
     if args.failing:
         Path(args.failing).write_text("".join(f"{name}\n" for name in dict.fromkeys(

@@ -5,11 +5,11 @@ phasebench.schema, the leaves that read saved results):
 
 - units: a value as it is read;
 - changes: change points of a count series (the count gate's threshold) and of a time series (the detector the
-  change-point study chose, studies/changepoint_study.py);
+  change-point study chose, lab/studies/changepoint_study.py), and a change's seeded bootstrap interval;
 - points: saved results read into points, each with the series key it belongs to;
 - series: points ordered along first-parent history or by torch version, made series, their change points found,
   and what they were split on;
-- page: the self-contained HTML page (--html);
+- page: the self-contained HTML page (--html): the change points first, then one case's chart at a time;
 - cli: `python -m phasebench.history`, the terminal's lines.
 
 It imports no torch.

@@ -3,13 +3,14 @@
 A count series is deterministic up to the count gate's measured spread, so a step between consecutive points beyond
 the gate's threshold for the case (phasebench/gate/counts.py: ten times the spread measured on an unchanged tree, at
 least 0.5 %) is a change. A time series is noisy from run to run; its detector is the one the change-point study
-chose (studies/changepoint_study.py, docs/history.md#choosing-the-time-detector): ruptures' Pelt with the l1 cost on
+chose (lab/studies/changepoint_study.py, docs/history.md#choosing-the-time-detector): ruptures' Pelt with the l1 cost on
 the log values, its penalty scaled by the series' own between-run spread.
 """
 
 from __future__ import annotations
 
 import math
+import random
 import statistics
 from dataclasses import dataclass
 
@@ -19,6 +20,12 @@ BETA = 2.0  # the penalty's factor: BIC's 2 · log n, in units of the between-ru
 MIN_SEGMENT = 2  # points between two change points at least
 MIN_POINTS = 2 * MIN_SEGMENT + 1  # a time series shorter than this has no change point found in it
 MIN_SPREAD = 0.01  # the between-run spread assumed at least (1 %, as a log ratio)
+RESAMPLES = 2000  # bootstrap resamples of a change's interval
+SEED = 0  # the bootstrap's seed: the same history gives the same intervals on every build
+INTERVAL_METHOD = (f"95 % interval: percentile bootstrap ({RESAMPLES} resamples, seed {SEED}) of the median after "
+                   "over the median before, resampling each side's counted rounds (counts: every round of every run at "
+                   "the commit before and at the commit after) or its runs (times: every run of the segment before "
+                   "and of the segment after)")
 
 
 @dataclass(frozen=True)
@@ -29,10 +36,31 @@ class Change:
     before: float  # the value the step is measured from: the point before, or the median of the segment before
     after: float
     threshold_pct: float | None  # what the step had to exceed (a count's; a time change has a penalty instead)
+    low_pct: float | None = None  # the 95 % interval of change_pct (bootstrap_interval), None where not computed
+    high_pct: float | None = None
 
     @property
     def change_pct(self) -> float:
         return 100.0 * (self.after / self.before - 1.0)
+
+    def interval_text(self) -> str:
+        if self.low_pct is None or self.high_pct is None:
+            return "—"
+        return f"[{self.low_pct:+.1f}, {self.high_pct:+.1f}] %"
+
+
+def bootstrap_interval(before: list[float], after: list[float], resamples: int = RESAMPLES,
+                       seed: int = SEED) -> tuple[float, float] | None:
+    """The 95 % percentile-bootstrap interval of 100 · (median(after) / median(before) - 1), each side resampled
+    with replacement on its own; None where a side is empty or not positive. Seeded: the same samples give the same
+    interval."""
+    if not before or not after or min(before) <= 0:
+        return None
+    rng = random.Random(seed)
+    found = sorted(100.0 * (statistics.median(rng.choices(after, k=len(after)))
+                            / statistics.median(rng.choices(before, k=len(before))) - 1.0)
+                   for _ in range(resamples))
+    return found[int(0.025 * (resamples - 1))], found[int(math.ceil(0.975 * (resamples - 1)))]
 
 
 def between_run_spread(values: list[float]) -> float:

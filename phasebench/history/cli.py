@@ -17,6 +17,7 @@ no torch."""
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -26,6 +27,7 @@ from phasebench import results
 from phasebench.history import page, points
 from phasebench.history import series as series_mod
 from phasebench.history.units import amount
+from phasebench.repository import ROOT
 
 
 def describe(found: series_mod.Found) -> str:
@@ -82,6 +84,17 @@ def unconfirmed(all_series: list[series_mod.Series]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+def commit_address(repo: Path) -> str | None:
+    """A commit's address on GitHub ({sha} for its hash) where the repository's origin is there, else None."""
+    try:
+        url = subprocess.run(["git", "-C", str(repo), "remote", "get-url", "origin"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    match = re.match(r"(?:https://github\.com/|git@github\.com:)([\w.-]+/[\w.-]+?)(?:\.git)?/?$", url)
+    return f"https://github.com/{match.group(1)}/commit/{{sha}}" if match else None
+
+
 def default_paths() -> list[str]:
     return [results.DEFAULT_STORAGE.removeprefix("file://")]
 
@@ -116,9 +129,12 @@ def main(argv=None) -> int:
     parser.add_argument("--by", choices=("commit", "torch"), default="commit",
                         help="order along first-parent git history (default) or by torch version")
     parser.add_argument("--rev", default="HEAD", help="whose first-parent history orders the commits (%(default)s)")
-    parser.add_argument("--repo", type=Path, default=results.ROOT, help="the git repository (%(default)s)")
+    parser.add_argument("--repo", type=Path, default=ROOT, help="the git repository (%(default)s)")
     parser.add_argument("--dirty", action="store_true", help="keep runs of trees with uncommitted changes")
     parser.add_argument("--html", type=Path, help="write the page here: one self-contained file")
+    parser.add_argument("--commit-url", metavar="URL",
+                        help="a commit's address, {sha} standing for its hash, that the page links each change point's "
+                             "commit to (default: GitHub's, where the repository's origin is on GitHub; else no link)")
     parser.add_argument("--append", type=Path, metavar="DIR",
                         help="append the runs read to compact series under DIR (one small file per series) and "
                              "build nothing else; exit status 2 where no run could be read")
@@ -178,7 +194,8 @@ def main(argv=None) -> int:
         sys.stdout.write(terminal(releases, release_reading.left_out + release_notes, release_splits, "torch"))
         release_splits += [f"left out: {note}" for note in release_reading.left_out + release_notes]
     if args.html:
+        commit_url = args.commit_url or commit_address(args.repo)
         args.html.write_text(page.render(all_series, split_lines, reading.left_out + notes, args.by,
-                                         releases, release_splits), encoding="utf8")
+                                         releases, release_splits, commit_url), encoding="utf8")
         print(f"page: {args.html}")
     return 0

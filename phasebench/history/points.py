@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from phasebench import results, schema
+from phasebench.saved import NotASavedResult, SavedResult, SavedResultError
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,10 @@ class SeriesKey:
         return ", ".join(f"{name} {value}" for name, value in self.machine)
 
 
-def platform_of(result: dict) -> dict:
+def platform_of(result: SavedResult) -> dict:
     """pytest-benchmark's own machine_info keys the series need (the CPU's cores, the kernel, Python): phasebench's
     schema types machine_info["phasebench"] only, so these are read here, in this one place."""
-    info = result.get("machine_info") or {}
+    info = result.platform
     cpu = info.get("cpu") if isinstance(info.get("cpu"), dict) else {}
     return {"cores": cpu.get("count"), "kernel": info.get("release"), "python": info.get("python_version"),
             "cpu_brand": cpu.get("brand_raw")}
@@ -141,45 +142,38 @@ def read(paths: list[str], by: str = "commit", dirty: bool = False, count_glibc:
     reading = Reading()
     for path in result_files(paths):
         try:
-            result = json.loads(path.read_text(encoding="utf8"))
-        except (OSError, ValueError) as error:
-            reading.left_out.append(f"{path}: not readable as JSON ({error})")
+            result = SavedResult.load(path)
+        except NotASavedResult:
+            held = read_compact(path)
+            if held is not None:
+                reading.points += compact_points(held, str(path), by)
+            continue  # else a JSON file that is no pytest-benchmark result (a study's data, a gate's rows)
+        except SavedResultError as error:
+            reading.left_out.append(str(error))
             continue
-        if isinstance(result, dict) and result.get("format") == COMPACT_FORMAT:
-            reading.points += compact_points(result, str(path), by)
-            continue
-        if not isinstance(result, dict) or not isinstance(result.get("benchmarks"), list):
-            continue  # a JSON file that is no pytest-benchmark result (a study's data, a gate's rows)
-        why = schema.problem(result, str(path))
-        if why:
-            reading.left_out.append(f"{path}: {why}")
-            continue
-        machine = schema.machine_of(result, str(path))
-        commit_info = result.get("commit_info") or {}
+        machine, commit_info = result.machine, result.commit_info
         if machine.testing is not None:
             reading.left_out.append(f"{path}: a testing run (knobs {machine.testing}), not a measurement")
             continue
         if commit_info.get("dirty") and not dirty:
             reading.left_out.append(f"{path}: run on a tree with uncommitted changes (--dirty keeps it)")
             continue
-        reading.points += points_of(result, machine, str(path), by, count_glibc)
+        reading.points += points_of(result, by, count_glibc)
     return reading
 
 
-def points_of(result: dict, machine: schema.MachineInfo, source: str, by: str,
-              count_glibc: str | None = None) -> list[Point]:
+def points_of(result: SavedResult, by: str, count_glibc: str | None = None) -> list[Point]:
+    machine = result.machine
     platform = platform_of(result)
-    metric = machine.metric or "time"
-    commit = (result.get("commit_info") or {}).get("id")
+    metric = result.metric
+    commit = result.commit_info.get("id")
     context = context_of(machine, platform, by)
     found = []
-    for bench in result["benchmarks"]:
-        case = results.case_key(bench)
-        info = schema.info_of(bench)
-        stats = bench.get("stats") or {}
-        if case is None or not isinstance(stats.get("median"), (int, float)):
+    for case in result.benchmarks:
+        info, stats = case.info, case.stats
+        if case.key is None or not isinstance(stats.get("median"), (int, float)):
             continue
-        phase, implementation, device, workload = case
+        phase, implementation, device, workload = case.key
         threads = getattr(info, "threads", None) or machine.threads
         counted = getattr(info, "instructions", None)
         if metric == "instructions" and counted:
@@ -188,9 +182,9 @@ def points_of(result: dict, machine: schema.MachineInfo, source: str, by: str,
             value, rounds = float(stats["median"]), tuple(float(v) for v in stats.get("data") or ())
         key = SeriesKey(machine_key(machine, platform, device, threads, by, count_glibc), machine.method, metric, device,
                         workload, implementation, phase)
-        found.append(Point(source, key, commit if commit and commit != "unknown" else None, machine.torch,
-                           value, rounds, bench.get("fullname") or "", getattr(info, "language", None),
-                           getattr(info, "reference", None), context, result.get("datetime")))
+        found.append(Point(result.source, key, commit if commit and commit != "unknown" else None, machine.torch,
+                           value, rounds, case.fullname, getattr(info, "language", None),
+                           getattr(info, "reference", None), context, result.datetime))
     return found
 
 
@@ -273,6 +267,12 @@ def _append_locked(by_file: dict[Path, list[Point]], folder: Path) -> dict[Path,
             partial.replace(path)
         added[path] = count
     return added
+
+
+def read_compact(path: Path) -> dict | None:
+    """A compact series file's content; None for any other JSON file."""
+    held = json.loads(path.read_text(encoding="utf8"))
+    return held if isinstance(held, dict) and held.get("format") == COMPACT_FORMAT else None
 
 
 def compact_points(held: dict, source: str, by: str) -> list[Point]:

@@ -5,6 +5,7 @@ on, said.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import statistics
 import subprocess
@@ -49,6 +50,7 @@ class Series:
     positions: list[Position]
     runs: list[list[Point]]  # the runs at each position
     changes: list[Found] = field(default_factory=list)
+    spread: float = 0.0  # the run-to-run spread, as a fraction: a count's measured one, a time's between_run_spread
 
     @property
     def values(self) -> list[float]:
@@ -126,18 +128,36 @@ def build(points: list[Point], order: Order, count_spreads: dict[str, float] | N
 
 
 def find_changes(series: Series, spreads: dict[str, float]) -> list[Found]:
+    """The series' change points, each with its interval (changes.bootstrap_interval); sets series.spread."""
     values = series.values
     if series.key.metric == "instructions":
         fullname = next((p.fullname for runs in series.runs for p in runs), None)
         threshold = changes.count_threshold_pct(fullname, spreads, [list(p.rounds) for runs in series.runs
                                                                     for p in runs])
-        steps = changes.count_changes(values, threshold)
+        series.spread = threshold / changes.count_gate.SPREAD_FACTOR / 100.0
+        steps = [with_interval(step, rounds_at(series.runs[step.index - 1]), rounds_at(series.runs[step.index]))
+                 for step in changes.count_changes(values, threshold)]
     else:
-        steps = changes.time_changes(values)
+        series.spread = changes.between_run_spread(values)
+        found = changes.time_changes(values)
+        bounds = [0, *(step.index for step in found), len(values)]
+        steps = [with_interval(step, [p.value for runs in series.runs[start:step.index] for p in runs],
+                               [p.value for runs in series.runs[step.index:stop] for p in runs])
+                 for step, start, stop in zip(found, bounds, bounds[2:])]
     return [Found(step, series.positions[step.index - 1], series.positions[step.index],
                   confirmed(series.runs[step.index - 1], series.runs[step.index], step.change_pct,
                             runs_to_confirm(series.key.metric)),
                   also_changed(series.runs[step.index - 1], series.runs[step.index])) for step in steps]
+
+
+def rounds_at(runs: list[Point]) -> list[float]:
+    """Every counted round of the runs at one position (a run that kept no rounds, its median)."""
+    return [value for point in runs for value in (point.rounds or (point.value,))]
+
+
+def with_interval(step: changes.Change, before: list[float], after: list[float]) -> changes.Change:
+    interval = changes.bootstrap_interval(before, after)
+    return step if interval is None else dataclasses.replace(step, low_pct=interval[0], high_pct=interval[1])
 
 
 # The runs each neighbour of a step needs before the step is confirmed. Where runs differ by noise alone, n runs on

@@ -23,12 +23,12 @@ import tempfile
 from pathlib import Path
 
 from phasebench import data, registry
+from phasebench.repository import ROOT
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.worker import build
 from phasebench.worker.client import Worker
 from phasebench.worker.protocol import Train
 
-ROOT = Path(__file__).resolve().parents[2]
 # language: the suite's published implementation of it (the registry's published pair)
 LANGUAGES = {registry.get(name).language: name for name in registry.DEFAULT_IMPLS}
 ROUND_TIMEOUT_S = 1800.0
@@ -58,8 +58,8 @@ def suite_run(language: str, source: data.DataSource, epochs: int, threads: int,
         reply = worker.request(Train(epochs, synchronize=False))
     finally:
         worker.stop()
-    return {"language": language, "steps": reply["steps"], "loop_ns": reply["loop_ns"],
-            "minor_faults": reply["minor_faults"], "major_faults": reply["major_faults"]}
+    return {"language": language, "steps": reply.steps, "loop_ns": reply.loop_ns,
+            "minor_faults": reply.minor_faults, "major_faults": reply.major_faults}
 
 
 def tree_state() -> dict:

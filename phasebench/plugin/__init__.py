@@ -8,8 +8,9 @@ root conftest.py lists this module in pytest_plugins for a checkout that was not
 name that listing does nothing.
 
 Its parts, each a plugin module of its own: options, session, fixtures, cases (the collection hooks), terminal (the
-header and the answer), gating (baselines and --phase-ratio-fail), counting (--count instructions), switches (the
-intervention study's --round-checks, --omp-wait-policy, --pins).
+header and the answer), gating (baselines and --phase-ratio-fail), counting (--count instructions), switches
+(--round-checks, and the resolution of the lab's --omp-wait-policy and --pins); and hooks, the hooks a suite's
+conftest.py implements to name its own tests (bench/conftest.py does).
 """
 
 from __future__ import annotations
@@ -24,6 +25,13 @@ from phasebench.plugin.session import COMMIT_ENV, DIRTY_ENV, ORDER_SEED_INPUT, P
 pytest_plugins = ["phasebench.plugin.options", "phasebench.plugin.fixtures", "phasebench.plugin.cases",
                   "phasebench.plugin.terminal", "phasebench.plugin.gating", "phasebench.plugin.counting",
                   "phasebench.plugin.switches"]
+
+
+def pytest_addhooks(pluginmanager):
+    """The hooks a suite's conftest.py implements (phasebench/plugin/hooks.py: its selections)."""
+    from phasebench.plugin import hooks
+
+    pluginmanager.add_hookspecs(hooks)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-benchmark makes its session from the options

@@ -1,62 +1,78 @@
 """How the cases are made (docs/usage.md#select): every test that takes `impl` and
 `device` per implementation, device and workload the options chose, each phase's implementations in a random order
-drawn from the run's order seed (--order-seed)."""
+drawn from the run's order seed (--order-seed), and what a benchmark run leaves out unless asked: the selections a
+suite names through pytest_phasebench_selections (phasebench/plugin/hooks.py; this repository's are in
+bench/conftest.py). Nothing here names a suite's tests: a per-phase case is one that takes `phase`."""
 
 from __future__ import annotations
 
 import random
+from typing import NamedTuple
 
 import pytest
 
 from phasebench import registry
 from phasebench.registry import DEVICES
 
-RUN_ORDER = pytest.StashKey[int]()  # a test_phase case's place in its phase's run order (run_orders)
-# What a benchmark run leaves out unless asked for: the default run answers the published table (the per-phase cases
-# and one timed training run per implementation and device) and nothing more. name: (the test it selects, what it
-# is, how to ask for it). The test command (--benchmark-disable) checks every one of them.
-SELECTIONS = {
-    "jobs": ("test_concurrent_jobs", "concurrent jobs", "--jobs 1,2"),
-    "ensembles": ("test_ensemble", "ensembles", "--models 1,4,16"),
-    "free-running": (None, "the free-running training run", "--free-running"),
-    "worker-overhead": ("test_worker_overhead", "the worker's messaging overhead", "--extra worker-overhead"),
-    "loss-item": ("test_loss_item", "loss.item() per step", "--extra loss-item"),
-}
+RUN_ORDER = pytest.StashKey[int]()  # a per-phase case's place in its phase's run order (run_orders)
 
 
-def chosen_selections(config) -> frozenset[str]:
-    """The selections this run includes: --extra's, those their own options ask for, and all of them when the
-    benchmarks are disabled (the test command runs every case once as a check). A ValueError names the valid ones."""
+class Selection(NamedTuple):
+    """Something a benchmark run leaves out unless asked for: the default run answers the published table and nothing
+    more. A suite names its own (pytest_phasebench_selections, phasebench/plugin/hooks.py); the test command
+    (--benchmark-disable) checks every one of them."""
+
+    test: str | None  # the test function it selects (its originalname); None: a part of another test
+    what: str  # what it is, as the line of what a run left out says it
+    how: str  # how to ask for it: --extra NAME, or an option of its own
+    option: str | None = None  # the dest of an option that asks for it too (--jobs: "jobs")
+
+
+# The plugin's own: its option --free-running (fixtures.py), which whatever suite trains whole runs reads.
+PLUGIN_SELECTIONS = {"free-running": Selection(None, "the free-running training run", "--free-running",
+                                               "free_running")}
+
+
+def selections(config) -> dict[str, Selection]:
+    """The selections of this run's suite, by name: the plugin's own and every pytest_phasebench_selections'."""
+    found = {}
+    for named in reversed(config.hook.pytest_phasebench_selections(config=config)):  # in registration order
+        found |= named
+    return found | PLUGIN_SELECTIONS
+
+
+def chosen_selections(config, named: dict[str, Selection]) -> frozenset[str]:
+    """The selections of `named` this run includes: --extra's, those their own options ask for, and all of them when
+    the benchmarks are disabled (the test command runs every case once as a check). A ValueError names the valid
+    ones."""
     if config.getoption("benchmark_disable", False):
-        return frozenset(SELECTIONS)
+        return frozenset(named)
     text = config.getoption("extra") or ""
     chosen = {part.strip() for part in text.split(",") if part.strip()}
     if chosen == {"all"}:
-        return frozenset(SELECTIONS)
-    bad = chosen - set(SELECTIONS)
+        return frozenset(named)
+    bad = chosen - set(named)
     if bad:
-        raise ValueError(f"--extra {text!r}: valid values are {', '.join(SELECTIONS)} (comma-separated), or all")
-    for name, option in (("jobs", "jobs"), ("ensembles", "models"), ("free-running", "free_running")):
-        if config.getoption(option):
+        raise ValueError(f"--extra {text!r}: valid values are {', '.join(named)} (comma-separated), or all")
+    for name, selection in named.items():
+        if selection.option and config.getoption(selection.option, None):
             chosen.add(name)
     return frozenset(chosen)
 
 
-def left_out_line(extras: frozenset[str]) -> str | None:
+def left_out_line(named: dict[str, Selection], extras: frozenset[str]) -> str | None:
     """One line saying what this benchmark run left out and how to ask for it; None when it left out nothing."""
-    missing = [f"{what} ({how})" for name, (_, what, how) in SELECTIONS.items() if name not in extras]
+    missing = [f"{selection.what} ({selection.how})" for name, selection in named.items() if name not in extras]
     if not missing:
         return None
     return (f"phasebench: this run left out {', '.join(missing)}; --extra all runs them all "
             f"(docs/usage.md#what-the-default-run-leaves-out)")
 
 
-def pytest_ignore_collect(collection_path, config):
-    """Without --world-size no distributed case exists: their module is not even collected."""
-    if collection_path.name == "test_distributed.py" and collection_path.parent.name == "bench" \
-            and not getattr(getattr(config, "phasebench", None), "world_sizes", ()):
-        return True
-    return None
+def per_phase_case(params: dict) -> bool:
+    """A case of one phase in one process (a test parametrized by `phase`, not by `world_size`): what the count mode
+    counts and what run_orders orders."""
+    return "phase" in params and "world_size" not in params
 
 
 def pytest_generate_tests(metafunc):
@@ -100,19 +116,20 @@ def pytest_generate_tests(metafunc):
 
 def pytest_collection_modifyitems(config, items):
     """What an explicit choice excludes is deselected, not skipped (docs/usage.md#run-skip-or-deselect): the cases
-    of devices --device leaves out, the selections a benchmark run was not asked for (SELECTIONS), under
-    --benchmark-only the tests that are not benchmarks, and under --count everything but the per-phase cases
-    (bench/test_phases.py's test_phase, the only ones it counts). cuda cases of the default devices stay, and skip
+    of devices --device leaves out, the selections a benchmark run was not asked for (the suite's, selections()),
+    under --benchmark-only the tests that are not benchmarks, and under --count everything but the per-phase cases
+    (per_phase_case: the only ones it counts). cuda cases of the default devices stay, and skip
     with their reason where no GPU is usable."""
     settings = config.phasebench
     only_benchmarks = config.getoption("benchmark_only", False)
-    left_out = {test for name, (test, _, _) in SELECTIONS.items() if test and name not in settings.extras}
+    left_out = {selection.test for name, selection in settings.selections.items()
+                if selection.test and name not in settings.extras}
     kept, deselected = [], []
     for item in items:
         params = getattr(item, "callspec", None) and item.callspec.params or {}
         name = getattr(item, "originalname", None)
         excluded = params.get("device", settings.devices[0]) not in settings.devices or name in left_out \
-            or (settings.count is not None and name != "test_phase")
+            or (settings.count is not None and not per_phase_case(params))
         not_a_benchmark = only_benchmarks and "benchmark" not in getattr(item, "fixturenames", ())
         (deselected if excluded or not_a_benchmark else kept).append(item)
     if deselected:
@@ -142,13 +159,13 @@ def run_order(seed: int, phase: str, device: str, workload: str, present: list[s
 
 
 def run_orders(items, impls: tuple[str, ...], seed: int) -> None:
-    """test_phase: each phase's implementations run in the order run_order draws for it on each device and workload
+    """The per-phase cases (per_phase_case): each phase's implementations run in the order run_order draws for it on each device and workload
     (docs/method.md#what-is-measured), each case in one of the places its phase's cases held in the collection, so
     nothing else moves. Each case's place in its order is stashed."""
     groups: dict[tuple, list[int]] = {}
     for index, item in enumerate(items):
         params = getattr(item, "callspec", None) and item.callspec.params
-        if getattr(item, "originalname", None) == "test_phase" and params and params["impl"] in impls:
+        if params and per_phase_case(params) and params["impl"] in impls:
             groups.setdefault((params["phase"], params["device"], params["workload"]), []).append(index)
     for (phase, device, workload), slots in groups.items():
         cases = {items[slot].callspec.params["impl"]: items[slot] for slot in slots}

@@ -8,6 +8,7 @@ from functools import partial
 import pytest
 
 from phasebench import registry
+from phasebench.plugin import calibration
 from phasebench.plugin.session import PhasebenchSession
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload
@@ -43,6 +44,14 @@ def terminal_line(config):
             write(text)
 
     return line
+
+
+@pytest.fixture(scope="session")
+def baseline_iterations(pytestconfig) -> dict[str, int]:
+    """{case fullname: its calls per round} in the baseline --benchmark-compare loaded ({} without one), so that a
+    compared run times each case as its baseline did (phasebench/plugin/calibration.py)."""
+    return calibration.baseline_iterations(getattr(pytestconfig.pluginmanager.getplugin("pytest-benchmark"),
+                                                   "compared_mapping", None))
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,7 @@ from phasebench import results, schema
 from phasebench.gate.compare import gate_failures, machine_info_differences, without_per_run
 from phasebench.gate.options import parse_percent
 from phasebench.method import METHOD_VERSION
+from phasebench.saved import SavedResult, SavedResultError
 
 _FAILURES = pytest.StashKey[list]()
 _WARNING_FILTERS = pytest.StashKey[list]()
@@ -67,7 +68,7 @@ def pytest_sessionstart(session):
     settings = getattr(session.config, "phasebench", None)
     metric = settings and settings.machine.get("metric")
     # The switches this run changed (phasebench/plugin/switches.py): a baseline timed with others is refused.
-    switched = settings and results.switched(schema.machine_of({"machine_info": {"phasebench": settings.machine}}))
+    switched = settings and results.switched(schema.MachineInfo(**settings.machine))
     error = _comparison_error(_benchmark_session(session.config), session.config.getoption("phase_ratio_fail"),
                               metric or "time", switched)
     if error:
@@ -105,11 +106,13 @@ def _comparison_error(bs, ratio_fail, metric: str = "time", switched: dict | Non
     loaded = {bs.storage.path / path for path in bs.compared_mapping}  # relative to the storage, or as given
     for candidate in candidates:
         path = bs.storage.path / candidate
+        try:
+            baseline = SavedResult.load(path)
+        except SavedResultError as error:
+            return f"{option}: baseline {path} is unreadable: {error.reason}"
         if path not in loaded:
-            reason = results.baseline_error(path) or "pytest-benchmark could not load it"
-            return f"{option}: baseline {path} is unreadable: {reason}"
-        different = results.mismatch(path, json.loads(path.read_text(encoding="utf8")), METHOD_VERSION,
-                                      metric, switched)
+            return f"{option}: baseline {path} is unreadable: pytest-benchmark could not load it"
+        different = results.mismatch(baseline, METHOD_VERSION, metric, switched)
         if different:
             return f"{option}: {different}"
     return None
@@ -145,8 +148,12 @@ def pytest_sessionfinish(session):
     if bs is None or not bs.compared_mapping or not (bs.compare_fail or limit is not None):
         return
     # A case that failed or was cut short (Ctrl-C, SIGTERM) is not a result: it gates nothing.
-    current = [bench.as_dict(include_data=False) for bench in bs.benchmarks if bench and not bench.has_error]
-    failures = gate_failures(bs.compared_mapping, current, limit)
+    current = SavedResult.from_benchmarks(
+        [bench.as_dict(include_data=False) for bench in bs.benchmarks if bench and not bench.has_error],
+        {"phasebench": session.config.phasebench.machine_info()})
+    # The baselines pytest-benchmark compared with, read again here: an older format is migrated (phasebench/saved.py).
+    baselines = {path: SavedResult.load(bs.storage.path / path) for path in bs.compared_mapping}
+    failures = gate_failures(baselines, current, limit)
     session.config.stash[_FAILURES] = failures
     # pytest-benchmark reports its own --benchmark-compare-fail verdict (performance_regressions) below.
     if (failures or bs.performance_regressions) and session.exitstatus == pytest.ExitCode.OK:

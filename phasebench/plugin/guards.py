@@ -16,10 +16,11 @@ WORKER_TIMING = "phasebench times each phase inside its worker process"
 REFUSED_BENCHMARK_OPTIONS = {
     "--benchmark-min-rounds": f"{WORKER_TIMING} for a fixed number of rounds: use --rounds N",
     "--benchmark-max-time": f"{WORKER_TIMING} for a fixed number of rounds: use --rounds N",
-    "--benchmark-min-time": f"{WORKER_TIMING}, one call a round: use --rounds N",
+    "--benchmark-min-time": f"{WORKER_TIMING}, as many calls a round as fill its own target round: use --rounds N",
     "--benchmark-precision": f"{WORKER_TIMING} for a fixed number of rounds: use --rounds N",
     "--benchmark-confidence": f"{WORKER_TIMING} for a fixed number of rounds: use --rounds N",
-    "--benchmark-calibration-precision": f"{WORKER_TIMING}, one call a round, never calibrated: use --rounds N",
+    "--benchmark-calibration-precision": f"{WORKER_TIMING}, its calls a round calibrated against its own target "
+                                         f"round: use --rounds N",
     "--benchmark-warmup": f"{WORKER_TIMING} after its own warm-up rounds: use --warmup-rounds N",
     "--benchmark-warmup-iterations": f"{WORKER_TIMING} after its own warm-up rounds: use --warmup-rounds N",
     "--benchmark-timer": f"{WORKER_TIMING} with its own clock (time.perf_counter_ns, std::chrono::steady_clock)",

@@ -178,6 +178,7 @@ def machine_info(settings, probed: bool) -> dict:
     build = torch_build()
     gpu = first_gpu() | {"driver": driver_version()} if settings.cuda_reason is None else None
     return schema.MachineInfo(
+        format=schema.FORMAT_VERSION,  # the layout of the saved result (phasebench/saved.py reads older ones)
         method=method.METHOD_VERSION,  # results of different methods are never compared
         method_sources=method.method_sources_hash(),
         metric="time",  # "instructions" under --count instructions (phasebench/plugin/counting.py)

@@ -6,7 +6,6 @@ phasebench/plugin/gating.py, counting.py and switches.py. Their help texts are t
 from __future__ import annotations
 
 from phasebench import data, registry
-from phasebench.plugin.cases import SELECTIONS
 from phasebench.plugin.session import DEFAULT_JOBS, DEFAULT_MODELS
 
 
@@ -69,9 +68,9 @@ def pytest_addoption(parser):
                     help=f"run test_ensemble: how many models train together, comma-separated (default: not run; "
                          f"--extra ensembles runs {_sizes(DEFAULT_MODELS)})")
     group.addoption("--extra", default=None, metavar="NAME[,NAME...]",
-                    help=f"benchmarks the default run leaves out, comma-separated, or all: {', '.join(SELECTIONS)} "
-                         f"(default: none; docs/usage.md#what-the-default-run-leaves-out); the test command "
-                         f"(--benchmark-disable) checks them all")
+                    help="benchmarks the default run leaves out, comma-separated, or all: the selections the suite "
+                         "names (this suite's: docs/usage.md#what-the-default-run-leaves-out) and free-running "
+                         "(default: none); the test command (--benchmark-disable) checks them all")
     group.addoption("--world-size", default=None, metavar="N[,N...]",
                     help="data parallel: world sizes, comma-separated (e.g. 1,2) (default: none: no distributed case "
                          "exists; docs/distributed.md). On cpu the ranks split the intra-op threads; on cuda each "

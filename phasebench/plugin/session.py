@@ -14,7 +14,7 @@ import pytest
 
 from phasebench import data, registry, utilization
 from phasebench.plugin import counting, machine, switches
-from phasebench.plugin.cases import SELECTIONS, chosen_selections
+from phasebench.plugin.cases import Selection, chosen_selections, selections
 from phasebench.plugin.guards import (
     blocking_launches,
     given_options,
@@ -23,6 +23,7 @@ from phasebench.plugin.guards import (
     refused_option,
 )
 from phasebench.registry import DEVICES
+from phasebench.repository import ROOT
 from phasebench.results import DEFAULT_STORAGE
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload, parse_sizes, workloads
@@ -31,7 +32,7 @@ from phasebench.worker import counting as count_mode
 from phasebench.worker.client import Conditions
 
 COMMIT_ENV, DIRTY_ENV = "PHASEBENCH_COMMIT", "PHASEBENCH_DIRTY"  # for a copy without git history
-DEFAULT_DATA = build.ROOT / "data"  # the repository's, wherever pytest is started
+DEFAULT_DATA = ROOT / "data"  # the repository's, wherever pytest is started
 PYTEST_BENCHMARK_STORAGE = "file://./.benchmarks"  # pytest-benchmark's default, relative to where pytest started
 # test_concurrent_jobs' N per device when --jobs is not given: on cpu the jobs share the intra-op threads.
 DEFAULT_JOBS = {"cpu": (1, 2), "cuda": (1, 2, 4)}
@@ -64,7 +65,10 @@ class PhasebenchSession:
     models: tuple[int, ...] = DEFAULT_MODELS  # test_ensemble's M (--models)
     count: dict | None = None  # --count instructions (phasebench/plugin/counting.py): the workers' Valgrind prefix,
     # and the simulated caches' geometry and branch simulation where asked for (--count-i1/-d1/-ll, --count-branches)
-    extras: frozenset[str] = frozenset(SELECTIONS)  # the selections this run includes (--extra; all when checking)
+    # The suite's selections (phasebench/plugin/cases.py selections) and those this run includes (--extra; all when
+    # checking).
+    selections: dict[str, Selection] = field(default_factory=dict)
+    extras: frozenset[str] = frozenset()
     # Data parallel (docs/distributed.md): --world-size; empty: no distributed case exists (bench/test_distributed.py
     # is not collected). dist_timeout: the process group's timeout, which bounds how long a dead rank's peers wait.
     world_sizes: tuple[int, ...] = ()
@@ -167,6 +171,7 @@ class PhasebenchSession:
                 source = data.resolve(option("dataset"), option("mnist_root"), announce=_say)
             except data.DataError as error:
                 raise ValueError(str(error)) from None
+        named = selections(config)
         session = cls(
             impls=impls, devices=devices, workloads=chosen_workloads,
             # 0 where not probed (a collection): torch's default, which no worker is started to use; --pins count
@@ -174,7 +179,7 @@ class PhasebenchSession:
             threads=option("threads") or (1 if switched.pinned else machine.probe()["threads"] if probed else 0),
             rounds=option("rounds"), warmup_rounds=option("warmup_rounds"), round_timeout=option("round_timeout"),
             epochs=option("epochs"), run_rounds=option("run_rounds"), processes=option("processes"),
-            source=source, cuda_reason=cuda_reason, jobs=jobs, models=models, extras=chosen_selections(config),
+            source=source, cuda_reason=cuda_reason, jobs=jobs, models=models, selections=named, extras=chosen_selections(config, named),
             world_sizes=world_sizes, dist_timeout=option("dist_timeout"), order_seed=order_seed(config),
             switches=switched)
         counted = session._count_instructions(given_options(config), probed, simulated) if option("count") else {}

@@ -1,4 +1,4 @@
-"""The switches of the intervention study (docs/method.md#switches-for-the-intervention-study): each changes one
+"""The switches of a timed run's conditions (docs/method.md#switches-for-the-intervention-study): each changes one
 condition of the timed rounds, alike in both languages' workers, and every saved result records where each stood
 (machine_info["phasebench"]: round_checks, omp_wait_policy, pins), so that results of different settings are never
 compared unknowingly (phasebench/results.py's mismatch refuses them; a time series is keyed on a switch that is not
@@ -14,6 +14,10 @@ at its default, phasebench/history/points.py).
   OpenMP's own policy); not given, the workers inherit the pytest process's (the test command sets PASSIVE).
 - --pins none|count: count times under the instruction-count mode's conditions (PINS_APPLIED; NOT_APPLIED says
   what of that mode a timed run cannot have).
+
+The product's commands use --round-checks, which this plugin adds; --omp-wait-policy and --pins exist for the
+intervention study alone, and the lab's plugin adds them (`-p lab.plugin`, lab/plugin.py). This module resolves and
+records all three, each at its default where its option is not there.
 """
 
 from __future__ import annotations
@@ -47,15 +51,6 @@ def pytest_addoption(parser):
                     help="whether each test_phase round computes and checks what proves its work, between its clocks "
                          "(default: off in a timed run, on under --benchmark-disable and --count, where off is "
                          "refused; docs/method.md#the-per-round-checks)")
-    group.addoption("--omp-wait-policy", default=None, metavar="passive|active|default",
-                    help="OMP_WAIT_POLICY in both languages' workers: passive, active, or default for none set there "
-                         "(OpenMP's own policy) (default: not given: the workers inherit the pytest process's "
-                         "environment)")
-    group.addoption("--pins", default=None, metavar="none|count",
-                    help="count: time under the instruction-count mode's conditions (its environment pins, one "
-                         "intra-op thread, ASLR off, GC frozen, the type cache emptied before each body; "
-                         "docs/method.md#switches-for-the-intervention-study) (default: none: the timed workers run as "
-                         "the machine has them)")
 
 
 @dataclass(frozen=True)
@@ -89,13 +84,21 @@ def default_checks(count: str | None = None, disabled: bool = False) -> str:
     return "on" if disabled or count else "off"
 
 
+def _given(option, name: str) -> str | None:
+    """An option's value, None where the option is not there (the lab's switches without `-p lab.plugin`)."""
+    try:
+        return option(name)
+    except ValueError:  # config.getoption's "no option named"
+        return None
+
+
 def parse(option, threads: int = 0, count: str | None = None, disabled: bool = False) -> Switches:
     """The switches from config.getoption (`option`); ValueError in one line for a malformed value or a combination
     that cannot mean what it says: `threads` (--threads as given, 0 for none), `count` (--count), `disabled`
     (--benchmark-disable, the test command)."""
     checks = _choice(option("round_checks"), "--round-checks", ROUND_CHECKS) or default_checks(count, disabled)
-    policy = _choice(option("omp_wait_policy"), "--omp-wait-policy", OMP_WAIT_POLICIES)
-    pins = _choice(option("pins"), "--pins", PINS) or "none"
+    policy = _choice(_given(option, "omp_wait_policy"), "--omp-wait-policy", OMP_WAIT_POLICIES)
+    pins = _choice(_given(option, "pins"), "--pins", PINS) or "none"
     if checks == "off" and disabled:
         raise ValueError("--round-checks off is for timed runs: under --benchmark-disable (the test command) every "
                          "case runs to check its rounds")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from phasebench import data
-from phasebench.plugin import switches
+from phasebench.plugin import calibration, switches
 from phasebench.plugin.cases import left_out_line
 from phasebench.plugin.session import PhasebenchSession
 
@@ -20,9 +20,14 @@ def pytest_report_header(config):
     m = settings.machine
     source = settings.source.description if settings.source else "-"
     gpu = m["gpu"]["name"] if m["gpu"] else f"none ({settings.cuda_reason})"
+    # docs/method.md#calls-per-round: one call a round where nothing is timed or a count has no clock to resolve
+    one_call = config.getoption("benchmark_disable", False) or settings.count
+    calls = ("one call a round" if one_call else
+             f"each round as many calls as fill {calibration.ROUND_TARGET_S * 1e6:g} µs (at most "
+             f"{calibration.MAX_ITERATIONS}; a compared case: its baseline's)")
     timing = (f"phasebench: timing: each phase inside its worker process, python by time.perf_counter_ns, cpp by "
-              f"std::chrono::steady_clock (the device synchronized at both ends on cuda), one call a round, "
-              f"{settings.rounds} rounds after {settings.warmup_rounds} warm-up"
+              f"std::chrono::steady_clock (the device synchronized at both ends on cuda), {settings.rounds} "
+              f"rounds after {settings.warmup_rounds} warm-up calls, {calls}"
               f"{f' over {settings.processes} fresh workers per case' if settings.processes > 1 else ''}; "
               f"training_run: {settings.epochs} epoch(s), {settings.run_rounds} rounds, no warm-up; each phase's "
               f"implementations in a random order, seed {settings.order_seed} (--order-seed {settings.order_seed} "
@@ -60,12 +65,14 @@ def _write_answer(terminalreporter, config) -> None:
     """The answer at a glance after pytest-benchmark's tables (docs/getting-started.md#what-a-run-prints): per
     device, each implementation's median and its ratio to its reference with the direction in words; the training
     run's published rows; and what makes the figures less than they look (synthetic data)."""
-    from phasebench import report
+    from phasebench.report.findings import answer
+    from phasebench.saved import SavedResult
 
     session = config.pluginmanager.getplugin("pytest-benchmark")
     benchmarks = [bench.as_dict(include_data=False) for bench in getattr(session, "benchmarks", None) or []
                   if bench and not bench.has_error]
-    for title, lines in report.answer(benchmarks):
+    run = SavedResult.from_benchmarks(benchmarks, {"phasebench": config.phasebench.machine_info()})
+    for title, lines in answer(run):
         terminalreporter.section(title, sep="-", bold=True)
         for line in lines:
             terminalreporter.write_line(line)
@@ -82,7 +89,7 @@ def _write_answer(terminalreporter, config) -> None:
     if settings.source is not None and settings.source.name == "synthetic" and benchmarks:
         terminalreporter.write_line(f"phasebench: WARNING: {data.SYNTHETIC_WARNING} ({settings.source.raw_dir})",
                                     yellow=True, bold=True)
-    left_out = left_out_line(settings.extras) if benchmarks else None
+    left_out = left_out_line(settings.selections, settings.extras) if benchmarks else None
     if left_out:
         terminalreporter.write_line(left_out)
 

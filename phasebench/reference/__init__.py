@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository
+from phasebench.repository import ROOT
 
 
 def _options() -> str:

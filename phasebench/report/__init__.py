@@ -8,19 +8,12 @@ saved results; tests/test_layers.py checks that no import goes in a circle):
   their labels from phasebench.spec, each case's figures);
 - tables: the published table's shape, every implementation's medians and ratios, the timed training runs, peak
   memory; Markdown and CSV;
-- counts: the report of a counted result (instructions per call, where they go, counts beside times);
+- counts: the report of a counted result (instructions per call, where they go, counts beside times; the lab's
+  account of an intervention study follows them, lab/account.py, through cli.render's `account`);
 - fill: the free-running loops, concurrent jobs, ensembles, page faults;
 - findings: the answer at a glance (pytest's terminal summary) and the findings in sentences;
-- study: the intervention study's file (interventions.json): its format's name, version and fields, its writer
-  (studies/interventions.py writes through it) and its reader; it imports nothing of the report;
-- account: per phase, time beside instructions, each intervention's effect and what remains unexplained;
 - charts: the per-phase chart and the workload chart (matplotlib, imported when drawing);
 - cli: the command.
 
-It imports no torch (nor the trainers): the phases and their labels come from phasebench.spec. `answer` is here too,
-where phasebench/plugin/__init__.py reads it.
+It imports no torch (nor the trainers): the phases and their labels come from phasebench.spec.
 """
-
-from phasebench.report.findings import answer
-
-__all__ = ["answer"]

@@ -1,8 +1,7 @@
-"""What the report reads of a saved result: its cases by key (phasebench.results.case_key), the devices,
+"""What the report reads of a saved result (phasebench.saved.SavedResult, its cases by CaseKey): the devices,
 workloads and implementations they cover, the phases it tables with their labels (phasebench.spec), and the
-figures each case recorded. Every other module of phasebench.report reads results through this one, and a case's
-extra_info and a result's machine_info as phasebench.schema's records (schema.info_of, schema.machine_of), never by
-key (tests/test_layers.py).
+figures each case recorded. A case is a SavedCase: its record (`info`, phasebench.schema's kind) and pytest-benchmark's
+statistics, never read by key (tests/test_layers.py).
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from typing import NamedTuple
 from phasebench import registry, schema
 from phasebench.cpu_windows import THREAD_CPU_MIN_BODY_S
 from phasebench.registry import DEVICES
-from phasebench.results import all_cases
+from phasebench.saved import SavedCase, SavedResult
 from phasebench.spec import LABELS, ONE_SHOT_LABELS, PHASE_LABELS, STEP_IN_RUN, Workload, run_total
 
 IMPLEMENTATIONS = registry.DEFAULT_IMPLS  # the published pair, whose tables follow the published shape
@@ -41,18 +40,12 @@ def phase_total(info: schema.TrainingRunInfo, name: str) -> float | None:
     return run_total(info.phase_total_s or {}, name)
 
 
-def by_case(result: dict) -> dict[tuple[str, str, str], dict]:
-    """(phase, implementation, device) -> benchmark, of the published workload: what the published tables read."""
-    return {(phase, impl, device): bench for (phase, impl, device, workload_id), bench in all_cases(result).items()
-            if not workload_id}
-
-
 def devices_of(cases: dict) -> list[str]:
     return list(DEVICES) + sorted({key[2] for key in cases} - set(DEVICES))
 
 
-def absent_reason(result: dict, device: str) -> str:
-    recorded = schema.machine_of(result).gpu_unavailable
+def absent_reason(result: SavedResult, device: str) -> str:
+    recorded = result.machine.gpu_unavailable
     if device.startswith("cuda") and recorded:
         return recorded
     return "skipped or deselected when the result was saved"
@@ -79,25 +72,25 @@ def impls_of(cases: dict) -> list[str]:
 
 def median_ms(cases: dict, phase: str, impl: str, device: str, workload_id: str = "") -> float | None:
     bench = cases.get((phase, impl, device, workload_id))
-    return bench["stats"]["median"] * 1e3 if bench else None
+    return bench.median * 1e3 if bench else None
 
 
 def cases_of(cases: dict, device: str, kind: str,
-             count: Callable[[schema.Case], int] | None = None) -> list[tuple[str, str, dict]]:
+             count: Callable[[schema.Case], int] | None = None) -> list[tuple[str, str, SavedCase]]:
     """(implementation, workload id, benchmark) of one kind of case on a device ("training_run", or a prefix such
     as "ensemble-"), by workload, then registry order, then its count (`count` of its record: jobs, models)."""
     order = impls_of(cases)
     found = [(impl, workload_id, bench) for (phase, impl, case_device, workload_id), bench in cases.items()
              if case_device == device and (phase == kind or kind.endswith("-") and phase.startswith(kind))]
     return sorted(found, key=lambda case: (workload_of_id(case[1]), order.index(case[0]),
-                                           count(schema.info_of(case[2])) if count else 0))
+                                           count(case[2].info) if count else 0))
 
 
-def utilization(bench: dict | None, kind: str) -> float | None:
+def utilization(bench: SavedCase | None, kind: str) -> float | None:
     """GPU busy % (mean) or worker CPU cores during the whole benchmark (warm-up, preparation and messaging
     included), or the phase's own CPU cores (its timed bodies alone), where the benchmark recorded them."""
-    info = schema.info_of(bench or {})
-    if kind == "phase_thread_cpu" and ((bench or {}).get("stats") or {}).get("median", 1) < THREAD_CPU_MIN_BODY_S:
+    info = (bench.info if bench else None)
+    if kind == "phase_thread_cpu" and bench and bench.median < THREAD_CPU_MIN_BODY_S:
         return None  # a result saved before the suite left it out: mostly the CPU clocks' own reads (2.79 cores)
     if kind in ("phase_cpu", "phase_thread_cpu"):
         return getattr(info, f"{kind}_cores", None)
@@ -109,10 +102,10 @@ def utilization(bench: dict | None, kind: str) -> float | None:
 DEVICE_CLOCK_COLUMNS = (("host_cpu", "host CPU"), ("gpu", "GPU"))
 
 
-def device_clock_median(bench: dict | None, name: str) -> float | None:
+def device_clock_median(bench: SavedCase | None, name: str) -> float | None:
     """A phase's host CPU or GPU median in milliseconds (DEVICE_CLOCK_COLUMNS' names), or None where its result has
     none: on cpu, and in results saved before they were recorded."""
-    info = schema.info_of(bench or {})
+    info = (bench.info if bench else None)
     median = getattr(info, f"{name}_median_s", None)
     return None if median is None else median * 1e3
 
@@ -123,9 +116,9 @@ UTILIZATION_COLUMNS = (("phase_thread_cpu", "phase CPU, its thread (cores)", ".2
                        ("cpu", "worker CPU in benchmark (cores)", ".2f"))
 
 
-def net_median(stats: dict, bench: dict) -> float | None:
+def net_median(stats: dict, bench: SavedCase) -> float | None:
     """The median less its worker's timer floor (seconds), or None where no floor was recorded."""
-    floor = getattr(schema.info_of(bench), "timer_floor_s", None)
+    floor = getattr(bench.info, "timer_floor_s", None)
     return None if floor is None else stats["median"] - floor
 
 

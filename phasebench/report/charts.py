@@ -7,14 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from phasebench import schema
 from phasebench.report.cases import (
     IMPLEMENTATIONS,
     NOT_RUN,
     PHASES,
     RUN_PHASES,
     absent_reason,
-    by_case,
     devices_of,
     impls_of,
     median_ms,
@@ -23,18 +21,19 @@ from phasebench.report.cases import (
     workloads_of,
 )
 from phasebench.report.findings import direction
-from phasebench.results import all_cases, ratio_pairs
+from phasebench.results import ratio_pairs
+from phasebench.saved import SavedCase, SavedResult
 from phasebench.spec import STEP_IN_RUN
 
 CHART_NAMES = {"python": "Python", "cpp": "C++"}
 CHART_COLORS = {"python": "#3572A5", "cpp": "#f34b7d"}
 
 
-def _run_rows(bench: dict) -> dict[str, float | None]:
+def _run_rows(bench: SavedCase) -> dict[str, float | None]:
     """The training run's published rows (seconds) from its benchmark: Total Time, Summed Time, each phase's total;
     step_in_run only where the run recorded it (a step replayed whole, never the published pair's)."""
-    info = schema.info_of(bench)
-    rows = {"Total Time": bench["stats"]["median"], "Summed Time": info.summed_median_s}
+    info = bench.info
+    rows = {"Total Time": bench.median, "Summed Time": info.summed_median_s}
     rows |= {phase.label: phase_total(info, phase.name) for phase in RUN_PHASES
              if phase.name != STEP_IN_RUN or phase_total(info, phase.name) is not None}
     return rows
@@ -81,7 +80,7 @@ def _bar_panel(axis, labels: list[str], values: dict[str, dict[int, float]], spr
     axis.legend(handles=legend, loc="lower right", bbox_to_anchor=(1, 1), ncol=2, fontsize="small", frameon=False)
 
 
-def chart(path: Path, result: dict, title: str) -> dict:
+def chart(path: Path, result: SavedResult, title: str) -> dict:
     """Per device that ran: per phase, Python vs C++ median per call with IQR error bars, and the training run's
     published rows (seconds); above each pair Python / C++ with its direction, as the terminal summary writes it
     (below 1, faster, in green); what a run did not measure is named where its bars would be. A device that did
@@ -91,7 +90,7 @@ def chart(path: Path, result: dict, title: str) -> dict:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cases = by_case(result)
+    cases = result.published()
     ran = [device for device in devices_of(cases) if any(d == device for _, _, d in cases)]
     left_out = [f"{device}: {NOT_RUN} ({absent_reason(result, device)})" for device in devices_of(cases)
                 if device not in ran]
@@ -108,7 +107,7 @@ def chart(path: Path, result: dict, title: str) -> dict:
     for axis, (device, kind) in zip(axes[:, 0], panels):
         if kind == "phases":
             labels = [phase.label for phase in PHASES]
-            stats = {impl: {i: cases[phase.name, impl, device]["stats"] for i, phase in enumerate(PHASES)
+            stats = {impl: {i: cases[phase.name, impl, device].stats for i, phase in enumerate(PHASES)
                             if (phase.name, impl, device) in cases} for impl in IMPLEMENTATIONS}
             values = {impl: {i: s["median"] * 1e3 for i, s in by_slot.items()} for impl, by_slot in stats.items()}
             spreads = {impl: {i: ((s["median"] - s["q1"]) * 1e3, (s["q3"] - s["median"]) * 1e3) for i, s in by_slot.items()}
@@ -139,7 +138,7 @@ def chart(path: Path, result: dict, title: str) -> dict:
     return drawn
 
 
-def scaling_chart(path: Path, result: dict, title: str) -> bool:
+def scaling_chart(path: Path, result: SavedResult, title: str) -> bool:
     """train_step: each implementation's median over its reference's against the Net's width, one line per
     (pair, batch size), one panel per device; False (and no file) when the result has no such pair, or no line
     with two widths to join (a chart with nothing to compare)."""
@@ -148,7 +147,7 @@ def scaling_chart(path: Path, result: dict, title: str) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cases = all_cases(result)
+    cases = result.cases
     panels = {}
     for device in devices_of(cases):
         lines = {}

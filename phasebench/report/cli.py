@@ -31,10 +31,8 @@ block per table, a blank line between, a device column first):
 A counted result (`--count instructions`, docs/instruction-counts.md) gets instead, per device, the instructions
 per call per phase and implementation with the ratio to its reference, where they go (by object and, inside
 LibTorch, by symbol) with the interpreter's share in a sentence, and a chart of that split; with --beside TIMED,
-each phase's python/cpp in instructions beside python/cpp in time from that timed result; with --interventions
-STUDY as well (the interventions.json of `python -m studies.interventions`), the account: per phase the time ratio,
-the instruction ratio, each intervention's effect on the time ratio with its interval, and the remainder, labelled
-unexplained (phasebench.report.account defines it;
+each phase's python/cpp in instructions beside python/cpp in time from that timed result (the lab's
+`python -m lab.account` adds to it the account of an intervention study,
 docs/results.md#the-account-where-the-gap-between-time-and-instructions-goes).
 Tables 1 and 2 are of the published pair on the published workload. Cases the result lacks (cpp
 skipped, cuda skipped) are shown as "not run", with the reason where the result records one. Beside
@@ -47,10 +45,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from phasebench.report import account, counts, study
-from phasebench.report.cases import IMPLEMENTATIONS, NOT_RUN, absent_reason, by_case, devices_of, impls_of, workloads_of
+from phasebench.report import counts
+from phasebench.report.cases import IMPLEMENTATIONS, NOT_RUN, absent_reason, devices_of, impls_of, workloads_of
 from phasebench.report.charts import chart, scaling_chart
 from phasebench.report.distributed import beyond_table
 from phasebench.report.fill import concurrent_table, ensemble_table, faults_table, loops_table
@@ -66,28 +65,32 @@ from phasebench.report.tables import (
     runs_table,
     startup_table,
 )
-from phasebench.results import DEFAULT_STORAGE, ROOT, all_cases, find_result, find_results, method_of, read_result
+from phasebench.repository import ROOT
+from phasebench.results import DEFAULT_STORAGE, find_result, find_results
+from phasebench.saved import SavedResult
 
 
-def render(path: Path, result: dict, style: str, beside: dict | None = None,
-           interventions: study.Study | None = None) -> tuple[str, list[str]]:
-    """The report's text, and for CSV the notes it cannot carry (for stderr)."""
-    cases, every, data_parallel = by_case(result), all_cases(result), all_cases(result, distributed=True)
+def render(path: Path, result: SavedResult, style: str, beside: SavedResult | None = None,
+           account: Callable[[dict, SavedResult, str], list] | None = None) -> tuple[str, list[str]]:
+    """The report's text, and for CSV the notes it cannot carry (for stderr). `account`: for a counted result with
+    `beside`, the tables that follow its counts beside times on a device, from (its cases, the timed result beside
+    it, the device): lab/account.py's account of an intervention study."""
+    cases, every, data_parallel = result.published(), result.cases, result.distributed_cases
     markdown_parts, csv_parts, notes = [f"## {path.name}", "", describe(path, result), ""], [], []
-    if counts.is_counted(result):
+    if result.counted:
         for device in sorted({key[2] for key in every}):
             sentence = counts.interpreter_sentence(every, device)
             tables = [counts.counts_table(every, device), counts.split_table(every, device)]
             if beside is not None:
-                tables.append(counts.counts_vs_times(every, all_cases(beside), device))
-                if interventions is not None:
-                    tables += account.account_tables(every, beside, interventions, device)
+                tables.append(counts.counts_vs_times(every, beside.cases, device))
+                if account is not None:
+                    tables += account(every, beside, device)
                 elif tables[-1].rows:
                     # Without a study nothing of the gap is accounted for: a figure ("unexplained: 100 % of the gap")
                     # would read as a finding, that a study found no cause, where none was run. A note says what is
                     # missing instead, and the table stays as it is.
                     tables[-1].notes.append("time / instructions is the gap the account breaks down; no intervention "
-                                            "study given (--interventions), so none of it is accounted for here")
+                                            "study given, so none of it is accounted for here")
             markdown_parts += [f"### {device}", ""] + ([sentence, ""] if sentence else [])
             markdown_parts += [markdown(table) for table in tables]
             csv_parts += [csv_block(table, device) for table in tables if table.rows]
@@ -107,7 +110,7 @@ def render(path: Path, result: dict, style: str, beside: dict | None = None,
             markdown_parts += [note + ".", ""]
             notes.append(note)
             continue
-        tables = [run_table(cases, device, method_of(result)), phase_table(cases, device)]
+        tables = [run_table(cases, device, result.method), phase_table(cases, device)]
         # More than the published pair on the published workload (a result of the graph pair alone is too).
         beyond = bool(set(impls_of(every)) - set(IMPLEMENTATIONS)) or any(key[3] for key in every)
         if beyond:
@@ -116,7 +119,7 @@ def render(path: Path, result: dict, style: str, beside: dict | None = None,
                 markdown_parts += [f"**Findings on {device}**", ""] + [f"- {sentence}" for sentence in sentences] + [""]
             tables += [implementations_table(every, device, wid) for wid in workloads_of(every, device)]
         if any(key[0] == "training_run" and key[2] == device for key in every):
-            tables += ([runs_table(every, device, method_of(result))] if beyond else []) + [memory_table(every, device)]
+            tables += ([runs_table(every, device, result.method)] if beyond else []) + [memory_table(every, device)]
             tables += [loops_table(every, device)] if beyond else []
             tables += [table for table in (startup_table(every, device),) if table.rows]
         tables += [table for table in (concurrent_table(every, device), ensemble_table(every, device)) if table.rows]
@@ -129,6 +132,9 @@ def render(path: Path, result: dict, style: str, beside: dict | None = None,
     if style == "markdown":
         return "\n".join(markdown_parts).rstrip() + "\n", []
     return "\n".join(csv_parts), notes
+
+
+PROG = "phasebench.report"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,33 +154,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--beside", metavar="TIMED",
                         help="for a counted result: a timed result of the same tree, whose python/cpp time ratios "
                              "are set beside the instruction ratios")
-    parser.add_argument("--interventions", metavar="STUDY", type=Path,
-                        help="with a counted result and --beside TIMED: an intervention study's interventions.json "
-                             "(python -m studies.interventions), for the account of each phase's gap between time "
-                             "and instructions: each intervention's effect and what remains unexplained")
     args = parser.parse_args(argv)
-    if args.interventions and not args.beside:
-        parser.error("--interventions needs --beside TIMED: the account sets the timed result's time ratios beside "
-                     "the counted result's instruction ratios")
-    beside = read_result(find_result(args.beside, args.storage, "phasebench.report")) if args.beside else None
-    interventions = study.read(args.interventions) if args.interventions else None
-    if interventions is not None and counts.is_counted(beside):
-        raise SystemExit(f"phasebench.report: {args.beside}: holds instruction counts; --beside takes a timed result")
+    beside = SavedResult.read(find_result(args.beside, args.storage, PROG), PROG) if args.beside else None
 
-    for path in find_results(args.results, args.storage):
-        result = read_result(path)
-        if interventions is not None and not counts.is_counted(result):
-            raise SystemExit(f"phasebench.report: {path}: holds times; with --interventions, RESULT is a counted "
-                             f"result (--count instructions) and --beside the timed one")
-        text, notes = render(path, result, args.format, beside, interventions)
+    for path in find_results(args.results, args.storage, PROG):
+        result = SavedResult.read(path, PROG)
+        text, notes = render(path, result, args.format, beside)
         sys.stdout.write(text + "\n")
         args.out.mkdir(parents=True, exist_ok=True)
         table_path = args.out / f"{path.stem}.{'md' if args.format == 'markdown' else 'csv'}"
         table_path.write_text(text)
         chart_path = args.out / f"{path.stem}.png"
-        saved_at = str(result.get("datetime", "?"))[:16].replace("T", " ")
-        if counts.is_counted(result):
-            every = all_cases(result)
+        saved_at = str(result.datetime or "?")[:16].replace("T", " ")
+        if result.counted:
+            every = result.cases
             for device in sorted({key[2] for key in every}):
                 counts.split_chart(chart_path, every, device, f"Where the instructions go per call on {device} "
                                                               f"(result saved {saved_at})")

@@ -10,23 +10,16 @@ from pathlib import Path
 from phasebench import schema
 from phasebench.report.cases import PHASES, impls_of
 from phasebench.report.tables import Table
-from phasebench.results import metric_of, ratio_pairs
+from phasebench.results import ratio_pairs
 
 CATEGORIES = ("interpreter", "bindings", "dispatcher and autograd", "ATen kernels", "MKL, oneDNN and JIT code",
               "C library and allocator", "rest")  # phasebench.worker.counting.CATEGORIES, in its order
 
 
-def is_counted(result: dict) -> bool:
-    """Whether a result holds instruction counts (--count instructions), not times: by its machine_info, or, for a
-    run's benchmarks before they are saved ({"benchmarks": [...]}), by their extra_info."""
-    return metric_of(result) == "instructions" or any(
-        isinstance(schema.info_of(bench), schema.CountedPhaseInfo) for bench in result.get("benchmarks") or ())
-
-
 def _info(cases: dict, phase: str, impl: str, device: str) -> schema.CountedPhaseInfo | None:
     """The counted record of a case of the published workload; None where it was not counted."""
     bench = cases.get((phase, impl, device, ""))
-    info = schema.info_of(bench) if bench else None
+    info = bench.info if bench else None
     return info if isinstance(info, schema.CountedPhaseInfo) else None
 
 
@@ -116,7 +109,7 @@ def counts_vs_times(counted: dict, timed: dict, device: str) -> Table:
                                                                        ("time", ".3f"), ("time / instructions", ".2f")])
     for phase in PHASES:
         c = [median_count(counted, phase.name, impl, device) for impl in ("python", "cpp")]
-        t = [(timed.get((phase.name, impl, device, "")) or {}).get("stats", {}).get("median") for impl in ("python", "cpp")]
+        t = [getattr(timed.get((phase.name, impl, device, "")), "median", None) for impl in ("python", "cpp")]
         if None in c or None in t or not c[1] or not t[1]:
             continue
         ci, ti = c[0] / c[1], t[0] / t[1]

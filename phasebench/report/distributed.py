@@ -1,14 +1,14 @@
 """The "Beyond one machine" table (docs/distributed.md): per device, per data-parallel implementation and world size,
 the training run's step p50/p95, grad_sync's share of the step, images/s and the scaling efficiency against world size 1
 of the same implementation; and its lines in the answer at a glance. Reads the data-parallel cases only
-(phasebench.results.all_cases(result, distributed=True)); the one-process tables never see them.
+(SavedResult.distributed_cases); the one-process tables never see them.
 """
 
 from __future__ import annotations
 
 from phasebench import registry, schema
 from phasebench.report.tables import Table
-from phasebench.results import all_cases
+from phasebench.saved import SavedCase, SavedResult
 from phasebench.spec import GRAD_SYNC
 
 COLUMNS = [("implementation", ""), ("world size", ""), ("launched by", ""), ("step p50 (ms)", ".3f"),
@@ -16,16 +16,16 @@ COLUMNS = [("implementation", ""), ("world size", ""), ("launched by", ""), ("st
            ("images/s", ".0f"), ("scaling efficiency", ".2f")]
 
 
-def phase_s(bench: dict | None) -> float | None:
+def phase_s(bench: SavedCase | None) -> float | None:
     """A per-phase case's figure: the slowest rank's median (DistPhaseInfo.rank_median_s, each rank's median inside its
     worker), else the benchmark's median. Results saved before bench/test_distributed.py read the worker clock (before
     commit "bench/test_distributed.py: the worker clock") hold the pytest process's wall time around each round in
     their stats; their rank medians were always the workers' own."""
     if not bench:
         return None
-    info = schema.info_of(bench)
+    info = bench.info
     ranks = info.rank_median_s if isinstance(info, schema.DistPhaseInfo) else None
-    return max(ranks) if ranks else bench["stats"]["median"]
+    return max(ranks) if ranks else bench.median
 
 
 def _world(key) -> int:
@@ -40,7 +40,7 @@ def rows(cases: dict, device: str) -> list[list]:
         phase, impl, case_device, workload_id = key
         if case_device != device or phase not in ("training_run", "torchrun"):
             continue
-        info = schema.info_of(bench)
+        info = bench.info
         sync = phase_s(cases.get((GRAD_SYNC, impl, device, workload_id)))
         step = phase_s(cases.get(("train_step", impl, device, workload_id)))
         sync_ms = sync * 1e3 if sync is not None else None
@@ -66,13 +66,13 @@ def beyond_table(cases: dict, device: str) -> Table:
             "all-reduce runs inside backward, so it has none; its share is of train_step's median, another case "
             "measured at another moment, so on a loaded machine it can pass 100 %",
         ] + sorted({str(info.threads_split) for key, bench in cases.items()
-                    if key[2] == device and (info := schema.info_of(bench)).threads_split})
+                    if key[2] == device and (info := bench.info).threads_split})
     return table
 
 
-def answer_lines(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
+def answer_lines(result: SavedResult) -> list[tuple[str, list[str]]]:
     """The answer at a glance for the data-parallel cases: per device, the table's rows as aligned text."""
-    cases = all_cases({"benchmarks": benchmarks}, distributed=True)
+    cases = result.distributed_cases
     sections = []
     for device in sorted({key[2] for key in cases}):
         table = beyond_table(cases, device)

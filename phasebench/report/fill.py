@@ -30,7 +30,7 @@ def loops_table(cases: dict, device: str) -> Table:
                    ("Loop less one-shot (s)", ".3f"), ("cpp's loop / this", ".2f"), ("GPU busy (%)", ".0f"),
                    ("worker CPU (cores)", ".2f")])
     runs = [(impl, workload_id, bench, info) for impl, workload_id, bench in cases_of(cases, device, "training_run")
-            if (info := schema.info_of(bench)).free_running]
+            if (info := bench.info).free_running]
     cpp_loops = {workload_id: info.free_running["loop_s"] for impl, workload_id, _, info in runs if impl == "cpp"}
     for impl, workload_id, bench, info in runs:
         free = info.free_running
@@ -57,7 +57,7 @@ def faults_table(cases: dict, device: str) -> Table:
                   [("Case", ""), ("Workload", "")] + [(impl, ".1f") for impl in present])
     rows, alike = {}, []
     for (phase, impl, case_device, workload_id), bench in cases.items():
-        info = schema.info_of(bench)
+        info = bench.info
         if phase == "training_run":
             value = info.free_running_minor_faults_per_step
         else:  # a phase's own; the other kinds of case record none
@@ -84,7 +84,7 @@ def concurrent_table(cases: dict, device: str) -> Table:
                    ("Images/s, all jobs", ".0f"), ("Images/s against 1 job", ".2f"),
                    ("Slowdown of a job (median)", ".2f"), ("A job's loop (s, median)", ".2f"),
                    ("A job's CPU (cores, median)", ".2f"), ("GPU busy (%)", ".0f"), ("MPS", "")])
-    jobs = [(impl, workload_id, bench, schema.info_of(bench))
+    jobs = [(impl, workload_id, bench, bench.info)
             for impl, workload_id, bench in cases_of(cases, device, "concurrent_jobs-", lambda info: info.jobs or 0)]
     single = {(impl, workload_id): info.images_per_s for impl, workload_id, _, info in jobs if info.jobs == 1}
     for impl, workload_id, bench, info in jobs:
@@ -105,16 +105,16 @@ def ensemble_table(cases: dict, device: str) -> Table:
                   [("Implementation", ""), ("Workload", ""), ("Models", ""), ("Step (ms)", ".3f"),
                    ("Per model-step (ms)", ".3f"), ("Per model-step against 1 model", ".2f"),
                    ("Per model-step against its reference", ".2f"), ("GPU busy (%)", ".0f")])
-    members = [(impl, workload_id, bench, schema.info_of(bench).models)
+    members = [(impl, workload_id, bench, bench.info.models)
                for impl, workload_id, bench in cases_of(cases, device, "ensemble-", lambda info: info.models or 0)]
-    per_model = {(impl, workload_id, models): bench["stats"]["median"] * 1e3 / models
+    per_model = {(impl, workload_id, models): bench.median * 1e3 / models
                  for impl, workload_id, bench, models in members if models}
     for impl, workload_id, bench, models in members:
         mine = per_model.get((impl, workload_id, models))
         one = per_model.get((impl, workload_id, 1))
         reference = registry.get(impl).pair if impl in registry.BY_NAME else None
         theirs = per_model.get((reference, workload_id, models))
-        table.rows.append([impl, workload_of_id(workload_id).label, models, bench["stats"]["median"] * 1e3, mine,
+        table.rows.append([impl, workload_of_id(workload_id).label, models, bench.median * 1e3, mine,
                            mine / one if mine and one else None, mine / theirs if mine and theirs else None,
                            utilization(bench, "gpu")])
     return table

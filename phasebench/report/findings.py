@@ -20,8 +20,8 @@ from phasebench.report.cases import (
     workload_of_id,
     workloads_of,
 )
-from phasebench.report.counts import is_counted
-from phasebench.results import all_cases, ratio_pairs
+from phasebench.results import ratio_pairs
+from phasebench.saved import SavedResult
 
 # --- the answer at a glance: pytest's terminal summary (phasebench/plugin/__init__.py) and the report ------------
 
@@ -71,8 +71,8 @@ def verdict(cases: dict, device: str, workload_id: str, pair: tuple[str, str]) -
     a, b = pair
     runs = {impl: cases.get(("training_run", impl, device, workload_id)) for impl in pair}
     if all(runs.values()):
-        totals = {impl: bench["stats"]["median"] for impl, bench in runs.items()}
-        infos = {impl: schema.info_of(bench) for impl, bench in runs.items()}
+        totals = {impl: bench.median for impl, bench in runs.items()}
+        infos = {impl: bench.info for impl, bench in runs.items()}
         gap = totals[a] - totals[b]
         parts = {phase.name: (phase_total(infos[a], phase.name) or 0.0) - (phase_total(infos[b], phase.name) or 0.0)
                  for phase in RUN_PHASES}
@@ -103,7 +103,7 @@ def _every_implementation(cases: dict, device: str, workload_id: str, present: l
     def value(impl: str, column: str):
         if column == "training_run":
             bench = cases.get(("training_run", impl, device, workload_id))
-            return bench["stats"]["median"] if bench else None
+            return bench.median if bench else None
         return median_ms(cases, column, impl, device, workload_id)
 
     rows = []
@@ -121,14 +121,14 @@ def _every_implementation(cases: dict, device: str, workload_id: str, present: l
     return _aligned(["implementation", "against"] + [label for _, label in RATIO_COLUMNS], rows)
 
 
-def answer(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
+def answer(result: SavedResult) -> list[tuple[str, list[str]]]:
     """The answer at a glance, per device and workload: (title, lines). First the verdict; then the published pair
     (or, where it did not run, the first implementation and its reference) per phase (each median per call and python / cpp) and its training run's published rows (Total Time, Summed
     Time, each phase's total, Step In Run where a step is replayed whole); then one row per other implementation with
     its ratio to its reference. Every line fits in 100 columns, whatever the number of implementations."""
-    cases = all_cases({"benchmarks": benchmarks})
+    cases = result.cases
     # Counted, the statistics are instructions (1e-9 each): ms read as M instructions.
-    counted = is_counted({"benchmarks": benchmarks})
+    counted = result.counted
     unit = "M instructions" if counted else "ms"
     sections = []
     for device in devices_of(cases):
@@ -152,9 +152,9 @@ def answer(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
                                   + [f"{impl} ({unit})" for impl in pair] + ratio_header, rows)
             runs = {impl: cases[key] for impl in pair if (key := ("training_run", impl, device, workload_id)) in cases}
             if runs:
-                infos = {impl: schema.info_of(bench) for impl, bench in runs.items()}
+                infos = {impl: bench.info for impl, bench in runs.items()}
                 shapes = sorted({_run_shape(info) for info in infos.values()})
-                run_rows = [("Total Time", lambda bench, info: bench["stats"]["median"]),
+                run_rows = [("Total Time", lambda bench, info: bench.median),
                             ("Summed Time", lambda bench, info: info.summed_median_s)]
                 run_rows += [(phase.label, lambda bench, info, name=phase.name: phase_total(info, name))
                              for phase in RUN_PHASES]
@@ -179,7 +179,7 @@ def answer(benchmarks: list[dict]) -> list[tuple[str, list[str]]]:
                 sections.append((f"phasebench: {what} on {where}", lines))
     from phasebench.report.distributed import answer_lines
 
-    return sections + answer_lines(benchmarks)
+    return sections + answer_lines(result)
 
 
 # --- the findings of an every-implementation run --------------------------------------------------

@@ -10,7 +10,7 @@ import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from phasebench import registry, schema
+from phasebench import registry
 from phasebench.data import SYNTHETIC_WARNING
 from phasebench.method import METHOD_VERSION
 from phasebench.report.cases import (
@@ -32,6 +32,7 @@ from phasebench.report.cases import (
     workload_of_id,
 )
 from phasebench.results import ratio_pairs
+from phasebench.saved import SavedResult
 
 COLUMN_NAMES = {"python": "Python", "cpp": "CPP"}  # the published table's spelling
 
@@ -62,7 +63,7 @@ def run_table(cases: dict, device: str, method: int = METHOD_VERSION) -> Table:
                    if impl not in runs]
     if not runs:
         return table
-    infos = {impl: schema.info_of(bench) for impl, bench in runs.items()}
+    infos = {impl: bench.info for impl, bench in runs.items()}
     shapes = sorted({(info.epochs, info.rounds) for info in infos.values()})
     table.title += ": " + "; ".join(f"{epochs} epoch(s), median of {rounds} rounds" for epochs, rounds in shapes) + \
         ", each round a fresh worker process; seconds"
@@ -71,12 +72,12 @@ def run_table(cases: dict, device: str, method: int = METHOD_VERSION) -> Table:
         return label, {impl: read(info) for impl, info in infos.items()}
 
     if method >= 2:  # the benchmark's own time is the program's, measured in the worker
-        lines = [("Total Time", {impl: bench["stats"]["median"] for impl, bench in runs.items()})]
+        lines = [("Total Time", {impl: bench.median for impl, bench in runs.items()})]
         process_total = line("Process Total (spawn to exit)", lambda info: info.total_median_s)
     else:
         table.notes.append("Measured by method 1 (phasebench/results.py): its Total Time is the process's, spawn to exit")
         lines = [("Total Time", {impl: None for impl in runs})]
-        process_total = ("Process Total (spawn to exit)", {impl: bench["stats"]["median"] for impl, bench in runs.items()})
+        process_total = ("Process Total (spawn to exit)", {impl: bench.median for impl, bench in runs.items()})
     lines += [line("Summed Time", lambda info: info.summed_median_s),
               line("Step Count", lambda info: info.steps)]
     lines += [line(phase.label, lambda info, name=phase.name: phase_total(info, name)) for phase in RUN_PHASES]
@@ -99,7 +100,7 @@ def run_table(cases: dict, device: str, method: int = METHOD_VERSION) -> Table:
 
 
 def phase_table(cases: dict, device: str) -> Table:
-    stats = {(phase.name, impl): cases[key]["stats"] for phase in PHASES for impl in IMPLEMENTATIONS
+    stats = {(phase.name, impl): cases[key].stats for phase in PHASES for impl in IMPLEMENTATIONS
              if (key := (phase.name, impl, device)) in cases}
     table = Table(f"Per phase on {device}", [("Phase", "")])
     table.notes = [f"{COLUMN_NAMES[impl]}: {NOT_RUN}, no per-phase benchmarks in this result" for impl in IMPLEMENTATIONS
@@ -183,12 +184,12 @@ def runs_table(cases: dict, device: str, method: int = METHOD_VERSION) -> Table:
                   f"seconds)", [("Implementation", ""), ("Workload", ""), ("Steps", ""), ("Total Time (s)", ".3f"),
                                 ("Summed Time (s)", ".3f")])
     runs = cases_of(cases, device, "training_run")
-    infos = [schema.info_of(bench) for _, _, bench in runs]
+    infos = [bench.info for _, _, bench in runs]
     phases = [phase for phase in RUN_PHASES + ONE_SHOT
               if any(phase_total(info, phase.name) is not None for info in infos)]
     table.columns += [(f"{phase.label} (s)", ".3f") for phase in phases]
     for (impl, workload_id, bench), info in zip(runs, infos):
-        total = bench["stats"]["median"] if method >= 2 else None
+        total = bench.median if method >= 2 else None
         table.rows.append([impl, workload_of_id(workload_id).label, info.steps, total,
                            info.summed_median_s] + [phase_total(info, phase.name) for phase in phases])
     if table.rows and method < 2:
@@ -206,7 +207,7 @@ def memory_table(cases: dict, device: str) -> Table:
             cases.items(), key=lambda item: (impls_of(cases).index(item[0][1]), workload_of_id(item[0][3]))):
         if phase != "training_run" or case_device != device:
             continue
-        info = schema.info_of(bench)
+        info = bench.info
         if info.peak_rss_median_bytes is None:
             continue
         row = [impl, workload_of_id(workload_id).label, info.peak_rss_median_bytes / 2**20]
@@ -228,7 +229,7 @@ def startup_table(cases: dict, device: str) -> Table:
     pytest (spawn to trainer ready) beside the parts the worker reports, medians of the rounds; no rows for results
     saved without them. A part a device does not have (CUDA's on cpu) has no column."""
     runs = [(impl, workload_id, info) for impl, workload_id, bench in cases_of(cases, device, "training_run")
-            if (info := schema.info_of(bench)).startup_parts_median_s]
+            if (info := bench.info).startup_parts_median_s]
     parts = [(part, header) for part, header in STARTUP_PARTS
              if any(part in info.startup_parts_median_s for _, _, info in runs)]
     table = Table(f"Worker start-up of the training runs on {device}, in parts (median of the rounds, seconds)",
@@ -285,11 +286,11 @@ def _known(value) -> str:
     return "?" if value is None else str(value)
 
 
-def describe(path: Path, result: dict) -> str:
-    machine = schema.machine_of(result)
-    commit = result.get("commit_info") or {}
+def describe(path: Path, result: SavedResult) -> str:
+    machine = result.machine
+    commit = result.commit_info
     gpu = (machine.gpu or {}).get("name") or "none"
-    text = (f"{path}: saved {result.get('datetime', '?')}, commit {str(commit.get('id', '?'))[:8]}"
+    text = (f"{path}: saved {result.datetime or '?'}, commit {str(commit.get('id', '?'))[:8]}"
             f"{' (dirty)' if commit.get('dirty') else ''}; method {machine.method}; torch {_known(machine.torch)}, "
             f"{_known(machine.dataset)} data, {_known(machine.threads)} intra-op threads; CPU {_known(machine.cpu)}; "
             f"GPU {gpu}.")

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from phasebench import determinism
+from phasebench.phase_round import PhaseRound
 from phasebench.spec import ONE_SHOT_PHASES
 from phasebench.train import loaders, run
 from phasebench.train.ensemble import KINDS as ENSEMBLE_KINDS
@@ -17,7 +18,6 @@ from phasebench.train.model import Net, sgd
 from phasebench.train.phases import NEEDS_NO_STEP, PHASE_BY_NAME, RUN_BODIES, STEP_PARTS
 from phasebench.train.state import TrainingState
 from phasebench.train.timing import FLOOR_ROUNDS, page_faults, timer_floor, timer_for
-from phasebench.worker.protocol import PhaseTiming
 
 
 class Trainer(TrainingState):
@@ -42,7 +42,7 @@ class Trainer(TrainingState):
         """The numerics flags in effect in this process (phasebench/determinism.py)."""
         return determinism.read()
 
-    def run_phase(self, name: str, checks: bool = True) -> PhaseTiming:
+    def run_phase(self, name: str, checks: bool = True) -> PhaseRound:
         """Prepare the phase untimed, time its body; returns its timing, its product and the process's page faults
         across the round. With `checks` off (--round-checks off, docs/method.md#switches-for-the-intervention-study)
         nothing that proves the work is done: no weak references to count leftovers by, nothing taken to check the
@@ -85,8 +85,8 @@ class Trainer(TrainingState):
         if name in ONE_SHOT_PHASES:
             step.ready = True
         product = (phase.product(self) | {"leftovers": leftovers}) if checks else {"checks": "off"}
-        return PhaseTiming(timing.ns, timing.cpu_ns, timing.thread_cpu_ns, product, after[0] - before[0],
-                           after[1] - before[1], timing.host_cpu_ns, timing.gpu_ns)
+        return PhaseRound(timing.ns, timing.cpu_ns, timing.thread_cpu_ns, product, after[0] - before[0],
+                          after[1] - before[1], timing.host_cpu_ns, timing.gpu_ns)
 
     def train(self, epochs: int, synchronize: bool, max_steps: int = 0) -> tuple[dict[str, int], int, int, int]:
         return run.train(self, self.run_bodies, epochs, synchronize, max_steps)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -16,7 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from phasebench.repository import ROOT
+
 CPP_DIR = ROOT / "cpp"
 BUILD_DIR = ROOT / "build"
 # What a build's hash covers, under cpp/: every file of these folders, and these files.
@@ -72,7 +74,38 @@ def callgrind_header(compiler: str) -> str | None:
     return found[0] if done.returncode == 0 and found else None
 
 
+# make_variables' answer with its key, for the pytest runs a run starts (its tests' child runs): they take it from
+# the environment rather than importing torch again to hash the build (about 2 s of CPU each).
+VARIABLES_ENV = "PHASEBENCH_BUILD_VARIABLES"
+
+
+def _variables_key() -> list:
+    """What make_variables' answer depends on: the interpreter and its torch (its version.py, read without importing
+    torch), the compiler and the variables that choose the headers and the sanitizer."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    version_file = Path(spec.origin).with_name("version.py") if spec and spec.origin else None
+    version = version_file.read_text() if version_file and version_file.is_file() else None
+    names = ("CXX", "PHASEBENCH_SANITIZE", "CUDA_HOME", "CUDA_PATH", "PATH", "CPATH", "CPLUS_INCLUDE_PATH")
+    return [sys.executable, sys.prefix, version] + [os.environ.get(name) for name in names]
+
+
 def make_variables() -> dict[str, str]:
+    """The make variables a build uses and its hash covers; handed to the pytest runs this process starts."""
+    key = _variables_key()
+    try:
+        handed = json.loads(os.environ.get(VARIABLES_ENV, ""))
+        if handed["key"] == key:
+            return handed["variables"]
+    except (ValueError, TypeError, KeyError):
+        pass
+    variables = _toolchain_variables()
+    os.environ[VARIABLES_ENV] = json.dumps({"key": key, "variables": variables})
+    return variables
+
+
+def _toolchain_variables() -> dict[str, str]:
     import torch
     from torch.utils import cpp_extension
 

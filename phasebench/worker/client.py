@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -14,32 +15,18 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
 from phasebench import determinism, registry
+from phasebench.phase_round import CountedRound, PhaseRound
+from phasebench.repository import ROOT
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload
 from phasebench.worker import build, counting, protocol, threads
 from phasebench.worker.protocol import Request
 
-ROOT = Path(__file__).resolve().parents[2]
 # A sanitizer report runs from "==PID==ERROR: AddressSanitizer: ..." to "==PID==ABORTING"; its cause is at
 # the top, often more lines above the end of the log than a tail shows.
 SANITIZER_REPORT = re.compile(r"^==(\d+)==ERROR: \w*Sanitizer\b")
-
-
-class PhaseRound(NamedTuple):
-    ns: int  # the timed body, synchronized at both ends
-    cpu_ns: int  # the worker process's CPU time across it (all threads; see docs/utilization.md#utilization)
-    thread_cpu_ns: int  # the CPU time of the thread that ran it
-    product: dict  # what the phase produced (phasebench.train.trainer.product)
-    minor_faults: int = 0  # the worker process's page faults across the round, read outside the clock
-    major_faults: int = 0
-    counted: dict | None = None  # the instruction-count mode: {"instructions", "split", "top", "label"}
-    # cuda only, None on cpu: the CPU time of the thread that ran it up to the body's end, before the closing
-    # synchronize, and the time between CUDA events recorded around the body (docs/gpu.md#host-cpu-and-gpu-time)
-    host_cpu_ns: int | None = None
-    gpu_ns: int | None = None
 
 
 class WorkerError(RuntimeError):
@@ -137,10 +124,10 @@ class Worker:
         os.close(write_fd)
         self.replies, self.buffer = read_fd, b""
         try:
-            self.info = self.request(protocol.Start(options))
-            if "count_floor_dumps" in self.info:  # the empty bracket's rounds, read here, outside Valgrind
-                floors = [counting.read_round(**f)["instructions"] for f in self.info.extra.pop("count_floor_dumps")]
-                self.info.extra |= {"count_floor": int(statistics.median(floors)), "count_floors": floors}
+            self.info: protocol.Started = self.request(protocol.Start(options))
+            # The instruction-count mode: the empty bracket's rounds, read here, outside Valgrind.
+            self.count_floors: list[int] | None = None if self.info.count_floor_dumps is None else [
+                counting.read_round(floor.dump, floor.label)["instructions"] for floor in self.info.count_floor_dumps]
         except BaseException:
             self.kill()
             self.close()
@@ -187,7 +174,7 @@ class Worker:
         line, self.buffer = self.buffer.split(b"\n", 1)
         return line
 
-    def request(self, message: Request, timeout: float | None = None) -> protocol.Reply:
+    def request(self, message: Request, timeout: float | None = None):
         """The worker's reply to `message`, of the request's reply type; WorkerError when it answers with an error."""
         self.send(message)
         return self.receive(message, timeout)
@@ -202,7 +189,7 @@ class Worker:
             self.process.wait()
             raise self._died(message.what, f"had died with {describe_exit(self.process.returncode)}") from None
 
-    def receive(self, message: Request, timeout: float | None = None) -> protocol.Reply:
+    def receive(self, message: Request, timeout: float | None = None):
         """The reply to `message`, sent with send(); a worker that does not answer within `timeout` seconds
         (--round-timeout by default) is killed."""
         what = message.what
@@ -218,7 +205,7 @@ class Worker:
         if not reply.pop("ok"):
             raise WorkerError(f"{self.name}: {reply['error']}")
         try:
-            return message.reply.decode(reply)
+            return protocol.decode_reply(message.reply, reply)
         except protocol.ProtocolError as error:
             raise WorkerError(f"{self.name}: {error}") from None
 
@@ -226,21 +213,26 @@ class Worker:
         """One round of `phase`; with `checks` off (--round-checks off) the worker computes nothing that proves its
         work, in either language (the C++ worker turns its session's checks off: pb_set_round_checks), and the product
         says so ({"checks": "off"})."""
-        reply = self.request(protocol.Phase(phase, checks))
+        timed: PhaseRound = self.request(protocol.Phase(phase, checks))
+        if timed.dump is None:
+            return timed
         # The instruction-count mode: the worker says where its round's dump is; it is read here, outside Valgrind.
-        counted = counting.read_round(reply["dump"], reply["label"]) if "dump" in reply else None
-        return PhaseRound(reply.ns, reply.cpu_ns, reply.thread_cpu_ns, reply.product, reply.minor_faults,
-                          reply.major_faults, counted, reply.host_cpu_ns, reply.gpu_ns)
+        return dataclasses.replace(timed, counted=CountedRound(**counting.read_round(timed.dump.dump, timed.dump.label)))
 
     @property
     def pci_bus_id(self) -> str | None:
         """Its GPU's PCI bus id as the worker reports it (NVML's spelling); None on cpu."""
-        return self.info.get("pci_bus_id")
+        return self.info.pci_bus_id
 
     @property
     def timer_floor_ns(self) -> int:
         """The median of the empty phase, measured by the worker when it started."""
-        return self.info["timer_floor_ns"]
+        return self.info.timer_floor_ns
+
+    @property
+    def count_floor(self) -> int | None:
+        """The instruction-count mode: the median of the empty bracket's rounds, counted when the worker started."""
+        return None if self.count_floors is None else int(statistics.median(self.count_floors))
 
     def stop(self, timeout: float = 30.0) -> int:
         """Stop the worker; returns its exit status."""

@@ -9,6 +9,7 @@ import ctypes
 import gc
 import sys
 
+from phasebench.phase_round import CountDump, PhaseRound
 from phasebench.worker import counting
 
 
@@ -37,9 +38,9 @@ class Counter:
         if getattr(self.lib, name)(*args) != 0:  # PB_OK
             raise RuntimeError(f"{name}: {self.lib.pb_last_error().decode(errors='replace')}")
 
-    def attach(self, language: str, trainer) -> dict:
+    def attach(self, language: str, trainer) -> list[CountDump]:
         """Put the bracket around the trainer's bodies, start instrumentation (once), and count the empty bracket;
-        returns what the worker's start reply adds: where the empty bracket's dumps are."""
+        returns where the empty bracket's dumps are (the worker's start reply's count_floor_dumps)."""
         if language == "python":
             from phasebench.train.timing import BodyTime  # the Python trainer's: torch is loaded already
 
@@ -64,13 +65,13 @@ class Counter:
         gc.disable()
         self._call("pb_count_start")
         floors = [self.count(trainer, "noop") for _ in range(counting.FLOOR_ROUNDS)]
-        return {"count_floor_dumps": [{"dump": f["dump"], "label": f["label"]} for f in floors]}
+        return [dump for _, dump in floors]
 
-    def count(self, trainer, phase: str, run=None) -> dict:
-        """One round of `phase` in the bracket (run() runs it; by default trainer.run_phase): where its one dump
-        is, and its label. The dump is read by the pytest process (counting.read_round), not here: everything
-        this process runs after pb_count_start is instrumented, and reading a dump here took longer than most
-        rounds' bodies."""
+    def count(self, trainer, phase: str, run=None) -> tuple[PhaseRound, CountDump]:
+        """One round of `phase` in the bracket (run() runs it; by default trainer.run_phase): the round, and where
+        its one dump is, under its label. The dump is read by the pytest process (counting.read_round), not here:
+        everything this process runs after pb_count_start is instrumented, and reading a dump here took longer than
+        most rounds' bodies."""
         self.rounds += 1
         label = f"{self.impl}/{phase}/{self.rounds}"
         self._call("pb_count_label", label.encode())
@@ -80,4 +81,4 @@ class Counter:
         written = counting.dumps(self.out_file)[before:]
         if len(written) != 1:
             raise RuntimeError(f"{label}: {len(written)} callgrind dumps, expected 1 ({self.out_file}.N)")
-        return {"dump": str(written[0]), "label": label, "result": result}
+        return result, CountDump(str(written[0]), label)

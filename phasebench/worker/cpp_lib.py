@@ -8,7 +8,7 @@ import ctypes
 import math
 from array import array
 
-from phasebench.worker.protocol import PhaseTiming
+from phasebench.phase_round import PhaseRound
 
 PB_OK = 0
 PB_ABI_VERSION = 9  # cpp/include/phasebench.h: these bindings' structs and signatures
@@ -254,7 +254,7 @@ class CppTrainer:
         self.call("pb_set_round_checks", self.handle, int(on))
         self.round_checks = on
 
-    def run_phase(self, name: str, checks: bool = True) -> PhaseTiming:
+    def run_phase(self, name: str, checks: bool = True) -> PhaseRound:
         """One round of `name`, as phasebench.train.trainer.Trainer.run_phase: with `checks` off (--round-checks
         off) the session's round checks are turned off first (pb_set_round_checks, outside the round), the library
         does nothing that proves the work, and the product says so, {"checks": "off"}
@@ -264,8 +264,8 @@ class CppTrainer:
         ns, result = ctypes.c_int64(), Result()
         self.call("pb_run_phase", self.handle, name.encode(), ctypes.byref(ns), ctypes.byref(result))
         product = _product(result) if checks else {"checks": "off"}
-        return PhaseTiming(ns.value, result.cpu_ns, result.thread_cpu_ns, product, result.minor_faults,
-                           result.major_faults, measured(result.host_cpu_ns), measured(result.gpu_ns))
+        return PhaseRound(ns.value, result.cpu_ns, result.thread_cpu_ns, product, result.minor_faults,
+                          result.major_faults, measured(result.host_cpu_ns), measured(result.gpu_ns))
 
     def timer_floor(self) -> int:
         ns = ctypes.c_int64()

@@ -1,8 +1,8 @@
 """What the pytest process and a worker say to each other (phasebench/worker/client.py, server.py): one request
-dataclass per command, each with its reply dataclass, as JSON lines. A request's line is its fields and its
+dataclass per command, each naming its reply's dataclass, as JSON lines. A request's line is its fields and its
 command's name, {"cmd": NAME, ...}; a reply's line is {"ok": true, ...its fields} or {"ok": false, "error": TEXT,
-"type": NAME}. A reply can carry fields of a mode beyond its own (the instruction-count mode's dumps): they are kept
-in its `extra`, and a reply reads as a mapping too (reply["ns"], "dump" in reply, reply | {...}).
+"type": NAME}. The client sends a request type and reads its reply type by attribute; the server registers its
+handler of each request type beside the handler (phasebench/worker/server.py's `answers`).
 
 No torch: the C++ worker and the pytest process import this module.
 """
@@ -11,28 +11,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import types
 import typing
-from dataclasses import dataclass, field
-from typing import ClassVar, NamedTuple
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+from phasebench.phase_round import CountDump, PhaseRound
+
+ReplyType = TypeVar("ReplyType")
 
 
 class ProtocolError(ValueError):
-    """A request line that names no known command, or whose fields are not that command's."""
-
-
-class PhaseTiming(NamedTuple):
-    """One timed round of a phase, as both languages' trainers return it (Trainer.run_phase, CppTrainer.run_phase)."""
-
-    ns: int  # the timed body, synchronized at both ends
-    cpu_ns: int  # the process's CPU time across it (all threads)
-    thread_cpu_ns: int  # the CPU time of the thread that ran it
-    product: dict  # what the phase produced (phasebench/train/phases.py)
-    minor_faults: int  # the process's page faults across the round, read outside the clock
-    major_faults: int
-    # cuda only, None on cpu (docs/gpu.md#host-cpu-and-gpu-time): the CPU time of the thread that ran it up to the
-    # body's end, read before the closing synchronize, and the time between CUDA events recorded around the body
-    host_cpu_ns: int | None = None
-    gpu_ns: int | None = None
+    """A request line that names no known command, or whose fields are not that command's; a reply that is not its
+    request's reply type."""
 
 
 _SIMPLE = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,), "dict": (dict,), "list": (list,)}
@@ -56,55 +47,52 @@ def _check(owner: str, name: str, annotation: str, value) -> None:
         raise ProtocolError(f"'{owner}': field '{name}' must be {annotation}, got {type(value).__name__} {value!r}")
 
 
+def encode_reply(reply) -> dict:
+    """A reply dataclass as its line's fields (nested dataclasses as objects)."""
+    return dataclasses.asdict(reply)
+
+
+def _as_hinted(hint: Any, value):
+    """A JSON value as the dataclass its field's type names, where it names one: T, T | None, list[T], list[T] | None."""
+    if value is None:
+        return None
+    if dataclasses.is_dataclass(hint):
+        return decode_reply(hint, value)
+    origin, arguments = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):  # T | None: the value is not None here
+        kinds = [argument for argument in arguments if argument is not type(None)]
+        return _as_hinted(kinds[0], value) if len(kinds) == 1 else value
+    if origin is list and arguments and dataclasses.is_dataclass(arguments[0]):
+        return [decode_reply(arguments[0], item) for item in value]
+    return value
+
+
+def decode_reply(kind: type[ReplyType], message: dict) -> ReplyType:
+    """The reply of type `kind` a line's fields make (the line's "ok" taken out); ProtocolError names what is missing
+    or not the reply's."""
+    fields = {f.name: f for f in dataclasses.fields(kind)}
+    unknown = sorted(set(message) - set(fields))
+    missing = [name for name, f in fields.items() if name not in message
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if unknown or missing:
+        raise ProtocolError(f"not a {kind.__name__} reply (" + "; ".join(
+            ([f"unknown field(s) {', '.join(unknown)}"] if unknown else []) +
+            ([f"lacks {', '.join(missing)}"] if missing else [])) + f"): {message}")
+    hints = typing.get_type_hints(kind)
+    return kind(**{name: _as_hinted(hints[name], value) for name, value in message.items()})
+
+
 @dataclass
-class Reply:
-    """A worker's answer. Fields beyond the reply's own are kept in `extra`."""
-
-    extra: dict = field(default_factory=dict, kw_only=True)
-
-    def encode(self) -> dict:
-        message = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
-        return message | self.extra
-
-    @classmethod
-    def decode(cls, message: dict) -> Reply:
-        names = {f.name for f in dataclasses.fields(cls) if f.name != "extra"}
-        missing = [f.name for f in dataclasses.fields(cls) if f.name in names and f.name not in message
-                   and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
-        if missing:
-            raise ProtocolError(f"{cls.__name__} reply lacks {', '.join(missing)}: {message}")
-        return cls(**{k: v for k, v in message.items() if k in names},
-                   extra={k: v for k, v in message.items() if k not in names})
-
-    # Read as a mapping as well: reply["ns"], "dump" in reply, reply.get("pci_bus_id").
-    def as_dict(self) -> dict:
-        return self.encode()
-
-    def __getitem__(self, name: str):
-        return self.as_dict()[name]
-
-    def __contains__(self, name: str) -> bool:
-        return name in self.as_dict()
-
-    def get(self, name: str, default=None):
-        return self.as_dict().get(name, default)
-
-    def keys(self):
-        return self.as_dict().keys()
-
-    def items(self):
-        return self.as_dict().items()
-
-    def __or__(self, other: dict) -> dict:
-        return self.as_dict() | other
+class Ok:
+    """A reply with nothing to say but that the request was done."""
 
 
 @dataclass
 class Request:
-    """A command to a worker; `cmd` is its name on the wire, `reply` its answer's type."""
+    """A command to a worker; `cmd` is its name on the wire, `reply` its answer's dataclass."""
 
     cmd: ClassVar[str]
-    reply: ClassVar[type[Reply]] = Reply
+    reply: ClassVar[type] = Ok
 
     def encode(self) -> str:
         return json.dumps({"cmd": self.cmd} | dataclasses.asdict(self))
@@ -144,8 +132,8 @@ def decode_request(line: str | bytes, table: typing.Mapping[str, type[Request]])
     return table[command].decode_fields(message)
 
 
-def request_type(cmd_name: str, reply_type: type[Reply] = Reply):
-    """A class decorator: the request's command name and its reply's type, on a dataclass."""
+def request_type(cmd_name: str, reply_type: type = Ok):
+    """A class decorator: the request's command name and its reply's dataclass, on a dataclass."""
     def made(cls):
         cls = dataclass(cls)
         cls.cmd, cls.reply = cmd_name, reply_type
@@ -155,12 +143,7 @@ def request_type(cmd_name: str, reply_type: type[Reply] = Reply):
 
 # -- replies ------------------------------------------------------------------------------------------------------
 @dataclass
-class Ok(Reply):
-    pass
-
-
-@dataclass
-class Started(Reply):
+class Started:
     pid: int
     phases: list[str]
     threads: int
@@ -169,48 +152,41 @@ class Started(Reply):
     pci_bus_id: str | None
     flags: dict  # the numerics flags in effect in the worker, by phasebench/determinism.py's FLAG_NAMES
     startup_parts_ns: dict[str, int]  # where the start went, ns (phasebench/worker/startup.py; docs/method.md)
+    pins: str | None = None  # "count": a timed worker under the count mode's conditions (server.count_conditions)
+    # The instruction-count mode only: where the empty bracket's rounds were dumped (the pytest process reads them:
+    # the worker's count floor), and the ATen CPU capability the worker dispatches to.
+    count_floor_dumps: list[CountDump] | None = None
+    cpu_capability: str | None = None
 
 
 @dataclass
-class PhaseReply(Reply):
-    ns: int
-    cpu_ns: int
-    thread_cpu_ns: int
-    product: dict
-    minor_faults: int
-    major_faults: int
-    host_cpu_ns: int | None = None  # cuda only (PhaseTiming)
-    gpu_ns: int | None = None
-
-
-@dataclass
-class Names(Reply):
+class Names:
     names: list[str]
 
 
 @dataclass
-class LayoutReply(Reply):
+class LayoutReply:
     layout: list
 
 
 @dataclass
-class Data(Reply):
+class Data:
     data: str  # base64 of float32s
 
 
 @dataclass
-class Count(Reply):
+class Count:
     count: int
 
 
 @dataclass
-class BatchReply(Reply):
+class BatchReply:
     images: str  # base64 of float32s
     labels: list[int]
 
 
 @dataclass(kw_only=True)
-class Clocked(Reply):
+class Clocked:
     """on_the_shared_clock's fields (phasebench/worker/server.py): when the request ran, its CPU, its page faults."""
 
     started_at_ns: int = 0
@@ -226,12 +202,12 @@ class Losses(Clocked):
 
 
 @dataclass
-class Port(Reply):
+class Port:
     port: int
 
 
 @dataclass
-class Joined(Reply):
+class Joined:
     group: str
     backend: str
     phases: list[str]
@@ -244,7 +220,7 @@ class StepTimes(Clocked):
 
 
 @dataclass
-class Evaluation(Reply):
+class Evaluation:
     accuracy: float
     loss: float
 
@@ -262,12 +238,12 @@ class Run(Clocked):
 
 
 @dataclass
-class RoundsOpened(Reply):
+class RoundsOpened:
     canary_ns: int  # the canary's best time when the counted rounds open (phasebench/worker/threads.py)
 
 
 @dataclass
-class RoundsClosed(Reply):  # what the counted rounds went through (phasebench/worker/threads.py's Window.close)
+class RoundsClosed:  # what the counted rounds went through (phasebench/worker/threads.py's Window.close)
     canary_ns: int  # the canary's best time when they have closed
     threads: list[dict]  # each thread's CPU seconds, context switches and migrations across them
     gc_collections: list[int]  # Python's garbage collections inside them, per generation
@@ -276,7 +252,7 @@ class RoundsClosed(Reply):  # what the counted rounds went through (phasebench/w
 
 
 @dataclass
-class EnsembleReply(Reply):
+class EnsembleReply:
     ns: int
     cpu_ns: int
     thread_cpu_ns: int
@@ -299,7 +275,7 @@ class Ping(Request):
     """The round trip alone (worker_overhead)."""
 
 
-@request_type("phase", PhaseReply)
+@request_type("phase", PhaseRound)
 class Phase(Request):
     name: str
     checks: bool = True  # False (--round-checks off): nothing proves the round's work, and its product says so
@@ -400,9 +376,3 @@ class EnsembleParams(Request):
 @request_type("ensemble_stop", Ok)
 class EnsembleStop(Request):
     pass
-
-
-REQUESTS: dict[str, type[Request]] = {cls.cmd: cls for cls in Request.__subclasses__()}  # each defined above
-
-__all__ = ["REQUESTS", "PhaseTiming", "ProtocolError", "Reply", "Request", "decode_request"] + [
-    cls.__name__ for cls in REQUESTS.values()]

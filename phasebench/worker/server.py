@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import gc
 import json
 import os
@@ -22,6 +23,7 @@ import time
 from array import array
 from collections.abc import Callable
 
+from phasebench.phase_round import PhaseRound
 from phasebench.spec import TRAINING_PHASES
 from phasebench.worker import group, protocol, threads
 from phasebench.worker.startup import pci_bus_id, set_up
@@ -107,12 +109,12 @@ def capability() -> str | None:
     return sys.modules["torch"].backends.cpu.get_cpu_capability()
 
 
-def count_conditions(language: str, trainer) -> dict:
+def count_conditions(language: str, trainer) -> str:
     """--pins count (docs/method.md#switches-for-the-intervention-study): what the instruction-count mode does to its
     workers (phasebench/worker/count_server.py) that a timed worker can do as well, beside the environment's pins
     the pytest process sets: Python's cyclic GC collected, frozen and disabled (the C++ worker's host interpreter's
     too), each round then preceded by a collection (Server._phase), and in the Python worker the interpreter's type
-    attribute cache emptied just before each timed body, outside its clock. Returns what the start reply adds."""
+    attribute cache emptied just before each timed body, outside its clock. Returns the start reply's `pins`."""
     gc.collect()
     gc.freeze()
     gc.disable()
@@ -124,7 +126,7 @@ def count_conditions(language: str, trainer) -> dict:
             return timed(body, owner)
 
         trainer.timed = from_an_empty_type_cache
-    return {"pins": "count"}
+    return "count"
 
 
 def on_the_shared_clock(work):
@@ -141,10 +143,19 @@ def on_the_shared_clock(work):
                     "minor_faults": after.ru_minflt - before.ru_minflt, "major_faults": after.ru_majflt - before.ru_majflt}
 
 
+def answers(request: type[protocol.Request]):
+    """Registers the method it decorates as its server's handler of `request` (Server.handlers): each request type's
+    handler is named where it is defined, and nowhere else."""
+    def registered(method):
+        method.answers = request
+        return method
+    return registered
+
+
 class Server:
-    """A worker's requests and their handlers: `table()` maps each command's name to (its request type, the method
-    that answers it). A subclass adds commands to the table, or acts before each request (`dispatch`) or once a
-    trainer is started (`started`); `main(server=...)` runs it."""
+    """A worker's requests and their handlers: each method that answers a request type says so (`answers`). A
+    subclass adds commands with methods of its own, or acts before each request (`dispatch`) or once a trainer is
+    started (`started`); `main(server=...)` runs it."""
 
     def __init__(self, args: argparse.Namespace):
         self.args = args
@@ -154,32 +165,27 @@ class Server:
         self.pinned = getattr(args, "pins", None) == "count" and not getattr(args, "count_out", None)
         self.window: threads.Window | None = None  # a case's counted rounds, while they run (rounds_open)
 
-    def table(self) -> dict[str, tuple[type[protocol.Request], Callable]]:
-        r = protocol
-        return {
-            r.Start.cmd: (r.Start, self.start), r.Stop.cmd: (r.Stop, self.stop), r.Ping.cmd: (r.Ping, self.ping),
-            r.Phase.cmd: (r.Phase, self.phase), r.PhaseNames.cmd: (r.PhaseNames, self.phase_names),
-            r.Layout.cmd: (r.Layout, self.layout), r.GetParams.cmd: (r.GetParams, self.get_params),
-            r.SetParams.cmd: (r.SetParams, self.set_params), r.EpochBatches.cmd: (r.EpochBatches, self.epoch_batches),
-            r.Batch.cmd: (r.Batch, self.batch), r.TrainSteps.cmd: (r.TrainSteps, self.train_steps),
-            r.DistStore.cmd: (r.DistStore, self.dist_store), r.DistJoin.cmd: (r.DistJoin, self.dist_join),
-            r.TimedSteps.cmd: (r.TimedSteps, self.timed_steps), r.Evaluate.cmd: (r.Evaluate, self.evaluate),
-            r.RoundsOpen.cmd: (r.RoundsOpen, self.rounds_open), r.RoundsClose.cmd: (r.RoundsClose, self.rounds_close),
-            r.Train.cmd: (r.Train, self.train), r.EnsembleStart.cmd: (r.EnsembleStart, self.ensemble_start),
-            r.EnsembleStep.cmd: (r.EnsembleStep, self.ensemble_step),
-            r.EnsembleParams.cmd: (r.EnsembleParams, self.ensemble_params),
-            r.EnsembleStop.cmd: (r.EnsembleStop, self.ensemble_stop),
-        }
+    @classmethod
+    def handlers(cls) -> dict[str, tuple[type[protocol.Request], str]]:
+        """{command: (its request type, the name of the method registered for it with `answers`)}, of this class
+        and its bases."""
+        found = {}
+        for owner in reversed(cls.__mro__):
+            for name, member in vars(owner).items():
+                request = getattr(member, "answers", None)
+                if request is not None:
+                    found[request.cmd] = (request, name)
+        return found
 
     def serve(self, lines, reply: Callable[[dict], None]) -> int:
         """Answers each request line with one reply, until a stop or the end of the lines."""
-        handlers = self.table()
+        handlers = self.handlers()
         requests = {name: kind for name, (kind, _) in handlers.items()}
         for line in lines:
             try:
                 request = protocol.decode_request(line, requests)
-                answer = self.dispatch(request, handlers[request.cmd][1])
-                reply({"ok": True} | answer.encode())
+                answer = self.dispatch(request, getattr(self, handlers[request.cmd][1]))
+                reply({"ok": True} | protocol.encode_reply(answer))
             except Exception as error:  # the client raises it with this message, verbatim
                 # A collective's or a store's error (c10d's carry a backtrace): its first line says why.
                 text = group.one_line(error) if type(error).__module__.startswith("torch.distributed") else str(error)
@@ -188,7 +194,7 @@ class Server:
                 break
         return 0
 
-    def dispatch(self, request: protocol.Request, handler: Callable) -> protocol.Reply:
+    def dispatch(self, request: protocol.Request, handler: Callable):
         """Runs the request's handler; a trainer must be started first, except for the commands that start one."""
         if self.adapter is None and not isinstance(request, (protocol.Start, protocol.Stop, protocol.Ping)):
             raise RuntimeError(f"'{request.cmd}' before 'start'")
@@ -205,6 +211,7 @@ class Server:
         return self.adapter.trainer
 
     # -- the worker's life ---------------------------------------------------------------------------------------
+    @answers(protocol.Start)
     def start(self, request: protocol.Start) -> protocol.Started:
         if self.adapter is not None:  # a restart with other options (the equivalence tests): a fresh trainer
             self.adapter.trainer.close()
@@ -214,14 +221,14 @@ class Server:
         self.adapter = (PythonAdapter(request.options) if args.language == "python"
                         else CppAdapter(request.options, args.library))
         self.started()
-        counted = {}
+        pins = floor_dumps = cpu_capability = None
         if self.pinned:
-            counted = count_conditions(args.language, self.trainer)
+            pins = count_conditions(args.language, self.trainer)
         if args.count_out:  # docs/instruction-counts.md: the bracket instead of the clock
             from phasebench.worker.count_server import Counter
 
             self.counter = Counter(args.library, args.count_out, args.impl)
-            counted = self.counter.attach(args.language, self.trainer) | {"cpu_capability": capability()}
+            floor_dumps, cpu_capability = self.counter.attach(args.language, self.trainer), capability()
         # The start-up's last parts, each on its own clock: the timer floor (none in the count mode) and the bus id
         # (cuda only). Left out of every part: the count mode's set-up and the reply.
         parts = dict(self.adapter.startup_parts_ns)
@@ -235,41 +242,44 @@ class Server:
             parts["pci_bus_id"] = time.perf_counter_ns() - began
         return protocol.Started(os.getpid(), self.adapter.phase_names(), self.trainer.threads(), floor,
                                 self.adapter.setup_ns, bus_id, flags=self.trainer.flags(),
-                                startup_parts_ns=parts, extra=counted)
+                                startup_parts_ns=parts, pins=pins, count_floor_dumps=floor_dumps,
+                                cpu_capability=cpu_capability)
 
+    @answers(protocol.Stop)
     def stop(self, request: protocol.Stop) -> protocol.Ok:
         if self.adapter is not None:
             self.trainer.close()
         self.stopping = True
         return protocol.Ok()
 
+    @answers(protocol.Ping)
     def ping(self, request: protocol.Ping) -> protocol.Ok:  # the round trip alone, for worker_overhead
         return protocol.Ok()
 
     # -- phases and steps ----------------------------------------------------------------------------------------
-    def phase(self, request: protocol.Phase) -> protocol.PhaseReply:
-        if self.counter is not None:  # the instruction-count mode: where the round's dump is, beside its reply
-            counted = self.counter.count(self.trainer, request.name,
-                                         lambda: self._phase(request.name, request.checks))
-            reply = counted.pop("result")
-            reply.extra |= counted
-            return reply
+    @answers(protocol.Phase)
+    def phase(self, request: protocol.Phase) -> PhaseRound:
+        if self.counter is not None:  # the instruction-count mode: where the round's dump is, in its reply
+            timed, dump = self.counter.count(self.trainer, request.name,
+                                             lambda: self._phase(request.name, request.checks))
+            return dataclasses.replace(timed, dump=dump)
         return self._phase(request.name, request.checks)
 
-    def _phase(self, name: str, checks: bool = True) -> protocol.PhaseReply:
+    def _phase(self, name: str, checks: bool = True) -> PhaseRound:
         if self.pinned:  # as the count mode collects before each counted round (count_conditions)
             gc.collect()
         # Without its checks (--round-checks off), the round computes nothing that proves its work.
         run = (lambda: self.trainer.run_phase(name)) if checks else (lambda: self.trainer.run_phase(name, checks=False))
         if self.window is None:
-            return protocol.PhaseReply(*run())
+            return run()
         before = threads.gc_collections()  # read outside the round, as every figure of the window
         timing = run()
         self.window.add_round(before, threads.gc_collections())
-        return protocol.PhaseReply(*timing)
+        return timing
 
     # What a case's counted rounds went through (docs/method.md#what-the-rounds-went-through): read when they open and
     # when they close, each a request of its own, never inside a round; the canary runs outside the threads' window.
+    @answers(protocol.RoundsOpen)
     def rounds_open(self, request: protocol.RoundsOpen) -> protocol.RoundsOpened:
         if self.window is not None:  # left open by a case that failed before its close
             self.window.discard()
@@ -278,41 +288,51 @@ class Server:
         self.window.open()
         return protocol.RoundsOpened(canary)
 
+    @answers(protocol.RoundsClose)
     def rounds_close(self, request: protocol.RoundsClose) -> protocol.RoundsClosed:
         if self.window is None:
             raise RuntimeError("'rounds_close' before 'rounds_open'")
         figures, self.window = self.window.close(), None
         return protocol.RoundsClosed(canary_ns=threads.canary_ns(), **figures)
 
+    @answers(protocol.PhaseNames)
     def phase_names(self, request: protocol.PhaseNames) -> protocol.Names:
         return protocol.Names(self.adapter.phase_names())
 
+    @answers(protocol.Layout)
     def layout(self, request: protocol.Layout) -> protocol.LayoutReply:
         return protocol.LayoutReply(self.trainer.layout())
 
+    @answers(protocol.GetParams)
     def get_params(self, request: protocol.GetParams) -> protocol.Data:
         return protocol.Data(base64.b64encode(self.adapter.get_params()).decode())
 
+    @answers(protocol.SetParams)
     def set_params(self, request: protocol.SetParams) -> protocol.Ok:
         self.adapter.set_params(base64.b64decode(request.data))
         return protocol.Ok()
 
+    @answers(protocol.EpochBatches)
     def epoch_batches(self, request: protocol.EpochBatches) -> protocol.Count:
         return protocol.Count(self.trainer.epoch_batches())
 
+    @answers(protocol.Batch)
     def batch(self, request: protocol.Batch) -> protocol.BatchReply:
         images, labels = self.adapter.batch_at(request.index)
         return protocol.BatchReply(base64.b64encode(images).decode(), labels)
 
+    @answers(protocol.TrainSteps)
     def train_steps(self, request: protocol.TrainSteps) -> protocol.Losses:
         losses, clock = on_the_shared_clock(lambda: self.trainer.train_steps(request.steps))
         return protocol.Losses(losses=losses, **clock)
 
     # Data parallel (docs/distributed.md; phasebench/worker/group.py): rank 0 opens the store, every rank joins.
+    @answers(protocol.DistStore)
     def dist_store(self, request: protocol.DistStore) -> protocol.Port:
         self.adapter.store, port = group.open_store(request.world, request.timeout_s)
         return protocol.Port(port)
 
+    @answers(protocol.DistJoin)
     def dist_join(self, request: protocol.DistJoin) -> protocol.Joined:
         started = time.perf_counter_ns()
         name = group.join(request.rank, request.world, request.device, request.timeout_s, request.port,
@@ -321,14 +341,17 @@ class Server:
         return protocol.Joined(name, group.backend_for(request.device), self.adapter.phase_names(),
                                time.perf_counter_ns() - started)
 
+    @answers(protocol.TimedSteps)
     def timed_steps(self, request: protocol.TimedSteps) -> protocol.StepTimes:
         step_ns, clock = on_the_shared_clock(lambda: self.trainer.timed_steps(request.steps))
         return protocol.StepTimes(step_ns=step_ns, **clock)
 
+    @answers(protocol.Evaluate)
     def evaluate(self, request: protocol.Evaluate) -> protocol.Evaluation:
         accuracy, loss = self.trainer.evaluate()
         return protocol.Evaluation(accuracy, loss)
 
+    @answers(protocol.Train)
     def train(self, request: protocol.Train) -> protocol.Run:
         trainer, setup_ns = self.trainer, self.adapter.setup_ns
         (totals, steps, loop_ns, cpu_ns), clock = on_the_shared_clock(
@@ -343,16 +366,20 @@ class Server:
 
     # Ensembles (docs/gpu.md#concurrent-jobs-and-ensembles): M models built from seeds 1..M, a timed step of all
     # of them, a member's parameters.
+    @answers(protocol.EnsembleStart)
     def ensemble_start(self, request: protocol.EnsembleStart) -> protocol.Ok:
         self.trainer.start_ensemble(request.models)
         return protocol.Ok()
 
+    @answers(protocol.EnsembleStep)
     def ensemble_step(self, request: protocol.EnsembleStep) -> protocol.EnsembleReply:
         return protocol.EnsembleReply(*self.trainer.ensemble_step())
 
+    @answers(protocol.EnsembleParams)
     def ensemble_params(self, request: protocol.EnsembleParams) -> protocol.Data:
         return protocol.Data(base64.b64encode(self.adapter.ensemble_params(request.member)).decode())
 
+    @answers(protocol.EnsembleStop)
     def ensemble_stop(self, request: protocol.EnsembleStop) -> protocol.Ok:
         self.trainer.stop_ensemble()
         return protocol.Ok()

@@ -20,8 +20,8 @@ import time
 import uuid
 from pathlib import Path
 
+from phasebench.repository import ROOT
 from phasebench.worker import build
-from phasebench.worker.client import ROOT
 
 SUBNET = "10.224.0"
 VETH = ("pbv0", "pbv1")

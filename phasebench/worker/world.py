@@ -13,8 +13,8 @@ import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 from phasebench.devices import rank_device
-from phasebench.worker.client import Worker, WorkerDied, WorkerError
-from phasebench.worker.protocol import DistJoin, DistStore, Reply, Request, Start
+from phasebench.worker.client import Worker, WorkerDied
+from phasebench.worker.protocol import DistJoin, DistStore, Request, Start
 
 GRACE_S = 5.0  # after the first rank failed: how much longer than the group's timeout its peers may take
 
@@ -58,7 +58,7 @@ class World:
     def alive(self) -> bool:
         return not self.broken and all(worker.alive() for worker in self.workers)
 
-    def request_all(self, message: Request | list[Request], timeout: float | None = None) -> list[Reply]:
+    def request_all(self, message: Request | list[Request], timeout: float | None = None) -> list:
         """Every rank's reply to `message` (or to message[rank], a list), in rank order; WorldFailed names the ranks
         that failed, the one that died or hung first."""
         messages = message if isinstance(message, list) else [message] * self.size
@@ -139,5 +139,3 @@ class WorldPool:
         if world is not None and not world.broken:
             world.stop()
 
-
-__all__ = ["World", "WorldFailed", "WorldPool", "WorkerError"]

@@ -58,13 +58,13 @@ class Pair:
     python = property(lambda self: self.first)
     cpp = property(lambda self: self.second)
 
-    def ask_both(self, message: protocol.Request, timeout: float | None = None) -> dict[str, dict]:
+    def ask_both(self, message: protocol.Request, timeout: float | None = None) -> dict:
         """One worker after the other: each runs --threads intra-op threads, and two such pools at once on the
         cores meant for one spin against each other (one epoch took minutes instead of about a minute here)."""
         return {worker.impl: worker.request(message, timeout=timeout) for worker in self.workers}
 
     @staticmethod
-    def ask_at_once(workers, message: protocol.Request, timeout: float | None = None) -> dict[str, dict]:
+    def ask_at_once(workers, message: protocol.Request, timeout: float | None = None) -> dict:
         """Each worker is sent the request before any reply is read: for single-threaded work (a loader's batch),
         where two workers at once use two cores instead of one."""
         for worker in workers:
@@ -130,7 +130,7 @@ def worker_pair(settings, library: str | None, logs, dropout: float, impls: tupl
 
 
 def get_params(worker: Worker) -> np.ndarray:
-    return np.frombuffer(base64.b64decode(worker.request(protocol.GetParams())["data"]), dtype=np.float32)
+    return np.frombuffer(base64.b64decode(worker.request(protocol.GetParams()).data), dtype=np.float32)
 
 
 def set_params(worker: Worker, values: np.ndarray) -> None:
@@ -191,13 +191,13 @@ def assert_same_batches(pair: Pair, workload: Workload = DEFAULT_WORKLOAD, toler
     Python): labels exact, images within `tolerance` (0: to the bit)."""
     a, b = pair.names
     counts = pair.ask_both(protocol.EpochBatches())
-    assert {impl: reply["count"] for impl, reply in counts.items()} == {impl: workload.steps_per_epoch for impl in pair.names}
+    assert {impl: reply.count for impl, reply in counts.items()} == {impl: workload.steps_per_epoch for impl in pair.names}
     last = workload.steps_per_epoch - 1
     checked = {0: workload.batch_size} | ({last // 2: workload.batch_size, last: workload.last_batch} if walk else {})
     for index, size in checked.items():
         batches = reference_batches(pair, workload, index)
-        labels = {impl: np.array(batch["labels"]) for impl, batch in batches.items()}
-        images = {impl: np.frombuffer(base64.b64decode(batch["images"]), dtype=np.float32).reshape(-1, 28, 28)
+        labels = {impl: np.array(batch.labels) for impl, batch in batches.items()}
+        images = {impl: np.frombuffer(base64.b64decode(batch.images), dtype=np.float32).reshape(-1, 28, 28)
                   for impl, batch in batches.items()}
         sizes = {impl: (len(labels[impl]), len(images[impl])) for impl in pair.names}
         assert sizes == {impl: (size, size) for impl in pair.names}, (
@@ -229,11 +229,11 @@ def train_from_same_weights(pair: Pair, steps: int) -> tuple[dict[str, np.ndarra
             losses[worker.impl], weights[worker.impl] = REFERENCE_TRAINING[key]
             continue
         set_params(worker, pair.initial)
-        losses[worker.impl] = np.array(worker.request(protocol.TrainSteps(steps=steps))["losses"])
+        losses[worker.impl] = np.array(worker.request(protocol.TrainSteps(steps=steps)).losses)
         weights[worker.impl] = get_params(worker)
         if worker.impl in IMPLEMENTATIONS:
             REFERENCE_TRAINING[key] = losses[worker.impl], weights[worker.impl]
-    return losses, weights, pair.first.request(protocol.Layout())["layout"]
+    return losses, weights, pair.first.request(protocol.Layout()).layout
 
 
 def assert_same_training(pair: Pair, what: str, steps: int = STEPS) -> None:

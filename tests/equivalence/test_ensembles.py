@@ -57,7 +57,7 @@ class Trained:
 
 
 def ensemble_params(worker: Worker, models: int) -> list[np.ndarray]:
-    return [np.frombuffer(base64.b64decode(worker.request(protocol.EnsembleParams(member=k))["data"]),
+    return [np.frombuffer(base64.b64decode(worker.request(protocol.EnsembleParams(member=k)).data),
                           dtype=np.float32) for k in range(models)]
 
 
@@ -65,18 +65,18 @@ def train_ensemble(worker: Worker, options: dict, models: int = ENSEMBLE_MODELS,
     restart(worker, options)
     worker.request(protocol.EnsembleStart(models=models))
     initial = ensemble_params(worker, models)
-    losses = [worker.request(protocol.EnsembleStep())["losses"]]
+    losses = [worker.request(protocol.EnsembleStep()).losses]
     first = ensemble_params(worker, models)
-    losses += [worker.request(protocol.EnsembleStep())["losses"] for _ in range(steps - 1)]
+    losses += [worker.request(protocol.EnsembleStep()).losses for _ in range(steps - 1)]
     return Trained(initial, first, ensemble_params(worker, models), np.array(losses))
 
 
 def train_alone(worker: Worker, options: dict, steps: int = ENSEMBLE_STEPS) -> Trained:
     restart(worker, options)
     initial = get_params(worker)
-    losses = worker.request(protocol.TrainSteps(steps=1))["losses"]
+    losses = worker.request(protocol.TrainSteps(steps=1)).losses
     first = get_params(worker)
-    losses += worker.request(protocol.TrainSteps(steps=steps - 1))["losses"]
+    losses += worker.request(protocol.TrainSteps(steps=steps - 1)).losses
     return Trained([initial], [first], [get_params(worker)], np.array(losses)[:, None])
 
 
@@ -99,7 +99,7 @@ def ensembles(settings, kept_workers, tmp_path_factory) -> tuple[list, dict[str,
     runs = {}
     workers = {impl: kept_workers.fresh(impl, options[impl]) for impl in ("python", "cpp")}
     workers["python-vmap"] = workers["python"]  # restarted with python-vmap's options
-    layout = workers["python"].request(protocol.Layout())["layout"]
+    layout = workers["python"].request(protocol.Layout()).layout
     alone = [train_alone(workers["python"], options["python"] | {"seed": seed})
              for seed in range(1, ENSEMBLE_MODELS + 1)]
     runs["alone"] = Trained(*([member for run in alone for member in getattr(run, field)]

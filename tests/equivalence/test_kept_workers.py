@@ -32,7 +32,7 @@ def test_a_restarted_trainer_trains_as_a_new_process(kept_workers, settings, tmp
 
     def three_steps(worker: Worker) -> tuple:
         initial = get_params(worker)
-        losses = np.array(worker.request(protocol.TrainSteps(steps=3))["losses"])
+        losses = np.array(worker.request(protocol.TrainSteps(steps=3)).losses)
         return initial, losses, get_params(worker)
 
     for impl in IMPLEMENTATIONS:
@@ -45,7 +45,7 @@ def test_a_restarted_trainer_trains_as_a_new_process(kept_workers, settings, tmp
             three_steps(worker)
             restart(worker, options(impl), impl)
             restarted = three_steps(worker)
-            layout = worker.request(protocol.Layout())["layout"]
+            layout = worker.request(protocol.Layout()).layout
         finally:
             kept_workers.give_back(worker)
         labels = ("new process", f"restarted after {other}")

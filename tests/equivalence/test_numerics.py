@@ -26,7 +26,7 @@ def test_equivalence_workers_run_under_the_deterministic_flags(kept_workers, set
     fixed cuBLAS workspace."""
     worker = kept_workers.fresh(impl, equivalence_options(settings, "cpu", str(tmp_path / f"{impl}.log"), impl))
     try:
-        reported = worker.info["flags"]
+        reported = worker.info.flags
     finally:
         kept_workers.give_back(worker)
     assert set(reported) == set(determinism.FLAG_NAMES), f"{impl}: the start reply's flags are {sorted(reported)}"
@@ -37,7 +37,7 @@ def test_equivalence_workers_run_under_the_deterministic_flags(kept_workers, set
 def test_timed_workers_keep_torchs_defaults(worker_for, impl):
     """The worker a bench case of the published pair borrows (the session's pool) sets none of the flags: torch's
     defaults, and the cuBLAS workspace of the environment it inherits, nothing added."""
-    reported = worker_for(impl, "cpu").info["flags"]
+    reported = worker_for(impl, "cpu").info.flags
     expected = determinism.TORCH_DEFAULTS | {
         "cublas_workspace_config": os.environ.get(determinism.CUBLAS_WORKSPACE_VARIABLE)}
     assert set(reported) == set(determinism.FLAG_NAMES), f"{impl}: the start reply's flags are {sorted(reported)}"

@@ -30,24 +30,26 @@ pooled = pytest.mark.xdist_group(POOL_GROUP)
 
 
 @pytest.fixture(scope="module")
-def deterministic(settings, cpp_library, tmp_path_factory):
-    """Dropout off, so that every result depends on weights and data alone. Only
-    test_same_training_dropout_off trains this pair: it finds both loaders at batch 0 and both
-    optimizers without momentum yet."""
-    with worker_pair(settings, cpp_library, tmp_path_factory.mktemp("equivalence-deterministic"), 0.0) as pair:
+def deterministic(settings, cpp_library, kept_workers, tmp_path_factory):
+    """Dropout off, so that every result depends on weights and data alone: fresh trainers in the package's kept
+    workers (a restarted trainer trains as a new process: test_kept_workers.py), which the earlier modules left
+    idle, so that the module starts no process of its own. Only test_same_training_dropout_off trains this pair:
+    it finds both loaders at batch 0 and both optimizers without momentum yet."""
+    with worker_pair(settings, cpp_library, tmp_path_factory.mktemp("equivalence-deterministic"), 0.0,
+                     kept=kept_workers) as pair:
         yield pair
 
 
 @pooled
 def test_same_thread_count(deterministic, settings):
-    threads = {worker.impl: worker.info["threads"] for worker in deterministic.workers}
+    threads = {worker.impl: worker.info.threads for worker in deterministic.workers}
     assert threads == {impl: settings.threads for impl in IMPLEMENTATIONS}, (
         f"intra-op threads in effect {threads}, --threads asks for {settings.threads} in both")
 
 
 @pooled
 def test_same_network(deterministic):
-    layouts = {impl: reply["layout"] for impl, reply in deterministic.ask_both(protocol.Layout()).items()}
+    layouts = {impl: reply.layout for impl, reply in deterministic.ask_both(protocol.Layout()).items()}
     assert layouts["python"] == layouts["cpp"], (
         f"parameter names or shapes differ:\n  python {layouts['python']}\n  cpp    {layouts['cpp']}")
     counts = {impl: sum(int(np.prod(shape)) for _, shape in layout) for impl, layout in layouts.items()}
@@ -58,7 +60,7 @@ def test_same_network(deterministic):
 
 @pooled
 def test_parameters_round_trip_bit_exact(deterministic):
-    layout = deterministic.python.request(protocol.Layout())["layout"]
+    layout = deterministic.python.request(protocol.Layout()).layout
     # Seed 1 already gives C++ the Python weights, so a set_params that did nothing would pass the
     # round trip of Python's weights alone: load other values first, with a -0.0 and a subnormal.
     other = np.random.default_rng(1).standard_normal(PARAM_COUNT).astype(np.float32)
@@ -109,7 +111,7 @@ def test_same_one_epoch_run(settings, cpp_library, tmp_path):
     last batch, its log lines and the evaluation; only a whole epoch proves that train() walks the epoch as the
     published programs do, to the bit. Two workers of its own, started for it: it borrows nothing of the pool."""
     with worker_pair(settings, cpp_library, tmp_path, PUBLISHED_DROPOUT) as pair:
-        layout = pair.python.request(protocol.Layout())["layout"]
+        layout = pair.python.request(protocol.Layout()).layout
         # train() starts the published run by building a new model from the generator, so set_params
         # cannot choose its weights. Seed 1 draws the same weights in both, and in fresh workers both
         # generators are in step: check it on the model built at start and on one train() builds.
@@ -119,12 +121,12 @@ def test_same_one_epoch_run(settings, cpp_library, tmp_path):
                              "weights train() starts from")
 
         runs = pair.ask_both(protocol.Train(epochs=1, synchronize=True), timeout=EPOCH_TIMEOUT_S)
-        steps = {impl: run["steps"] for impl, run in runs.items()}
+        steps = {impl: run.steps for impl, run in runs.items()}
         assert steps == {impl: EPOCH_BATCHES for impl in IMPLEMENTATIONS}, f"steps in one epoch: {steps}"
         assert_bit_identical(layout, get_params(pair.python), get_params(pair.cpp),
                              f"weights after one epoch with dropout {PUBLISHED_DROPOUT}")
         results = pair.ask_both(protocol.Evaluate())
-        accuracy = {impl: result["accuracy"] for impl, result in results.items()}
+        accuracy = {impl: result.accuracy for impl, result in results.items()}
         assert accuracy["python"] == accuracy["cpp"], (
             f"test accuracy after one epoch from the same weights: python {accuracy['python']:.2f} %, "
             f"cpp {accuracy['cpp']:.2f} %")
@@ -139,7 +141,7 @@ def test_same_training_on_another_workload(settings, cpp_library, kept_workers, 
     the loaders cut; 20 steps of the same losses need the first 20 batches alike.)"""
     with worker_pair(settings, cpp_library, tmp_path, PUBLISHED_DROPOUT, impls, OTHER_WORKLOAD,
                      kept=kept_workers) as pair:
-        layouts = {impl: reply["layout"] for impl, reply in pair.ask_both(protocol.Layout()).items()}
+        layouts = {impl: reply.layout for impl, reply in pair.ask_both(protocol.Layout()).items()}
         assert layouts[impls[0]] == layouts[impls[1]], f"parameter names or shapes differ: {layouts}"
         assert pair.initial.size == OTHER_WORKLOAD.parameter_count, (
             f"{pair.initial.size} parameters at {OTHER_WORKLOAD.label}, expected {OTHER_WORKLOAD.parameter_count}")
