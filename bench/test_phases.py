@@ -159,8 +159,8 @@ class Rounds:
 
 # Parametrized by phasebench/plugin/__init__.py's pytest_generate_tests: per selected implementation, each of its phases,
 # each device, each workload; ids phase-impl-device[-wW-bB].
-def test_phase(request, benchmark, worker_for, new_worker, utilization_of, settings, baseline_iterations, phase, impl,
-               device, workload):
+def test_phase(request, benchmark, worker_for, new_worker, utilization_of, settings, baseline_iterations,
+               phase_iterations, phase, impl, device, workload):
     assert phase in PHASE_NAMES + ONE_SHOT_PHASES, f"no phase '{phase}' in phasebench/train/trainer.py's PHASES or ONE_SHOT"
     registered = registry.get(impl)
     one_shot = phase in ONE_SHOT_PHASES
@@ -218,11 +218,17 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
                 # The baseline's calls per round where --benchmark-compare loaded one with this case: a median per call
                 # of one call a round and one of 100 calls a round are not the same statistic.
                 iterations, iterations_from = baseline_iterations.get(request.node.nodeid), "baseline"
+                # Every implementation of a phase takes the calls per round its first-timed one calibrated, so that
+                # their per-call medians, and the ratio between them, are the same statistic.
+                same_phase = (phase, device, workload.label)
+                if iterations is None and same_phase in phase_iterations:
+                    iterations, iterations_from = phase_iterations[same_phase], "phase"
                 if iterations is None:
                     if settings.processes > 1:
                         rounds.start_next()
                     warmup_ns = [ns for _, ns, _ in taken] if settings.processes == 1 else rounds.warmup_ns
                     iterations, iterations_from = calibrated_iterations(warmup_ns), "calibrated"
+                phase_iterations.setdefault(same_phase, iterations)
                 rounds.iterations = iterations
                 if settings.processes > 1 and rounds.workers:
                     rounds.left = rounds.shares()[0]

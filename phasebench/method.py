@@ -53,7 +53,7 @@ METHOD_SOURCES = (
     "cpp/src/model.cpp",  # the model and optimizer built in set-up and in optimizer_init
     "cpp/src/step.h",  # the step's pieces the forward, loss and backward clocks hold
 )
-METHOD_SOURCES_HASH = "b810570b9ec65a79"
+METHOD_SOURCES_HASH = "bdafa493fd1f7b92"
 
 
 def method_sources_hash(root: Path = ROOT) -> str:

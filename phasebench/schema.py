@@ -133,8 +133,9 @@ class PhaseInfo(Case):
                                                   "(docs/method.md#calls-per-round); 1 under `--benchmark-disable`, "
                                                   "`--count` and for a one-shot phase")
     iterations_from: str | None = saved_field("text", "`calibrated`: from the warm-up calls against the target round; "
-                                                      "`baseline`: the baseline's of `--benchmark-compare`; null where "
-                                                      "a round is one call by rule")
+                                                      "`phase`: those the phase's first-timed implementation calibrated "
+                                                      "in the run; `baseline`: the baseline's of `--benchmark-compare`; "
+                                                      "null where a round is one call by rule")
 
 
 @dataclass

@@ -118,16 +118,18 @@ def test_slowed_phase_fails_both_gates(gate_run):
 
 @pytest.mark.needs_data
 def test_calls_per_round_are_recorded_and_kept_from_the_baseline(gate_run):
-    """Each case records its calls per round (docs/method.md#calls-per-round): calibrated from its warm-up in the
-    baseline, taken from the baseline in the run compared with it (whose own warm-up, with python's loss slowed to
-    20 ms, would calibrate one call a round), as pytest-benchmark's iterations and in extra_info alike."""
+    """Each case records its calls per round (docs/method.md#calls-per-round): in the baseline calibrated from the
+    warm-up of the phase's first-timed implementation and shared by the other, taken from the baseline in the run
+    compared with it (whose own warm-up, with python's loss slowed to 20 ms, would calibrate one call a round), as
+    pytest-benchmark's iterations and in extra_info alike."""
     gate_run("baseline")
     [path] = gate_run.folder.glob("*/0001_base.json")
     base = {bench["fullname"]: bench for bench in json.loads(path.read_text())["benchmarks"]}
     slowed = {bench["fullname"]: bench for bench in json.loads((gate_run.folder / "slowed.json").read_text())["benchmarks"]}
     assert base and set(base) == set(slowed), (set(base), set(slowed))
+    assert sorted(bench["extra_info"]["iterations_from"] for bench in base.values()) == ["calibrated", "phase"], base
+    assert len({bench["stats"]["iterations"] for bench in base.values()}) == 1, base  # one statistic for the ratio
     for name, bench in base.items():
-        assert bench["extra_info"]["iterations_from"] == "calibrated", name
         assert bench["extra_info"]["iterations"] == bench["stats"]["iterations"] >= 1, name
         compared = slowed[name]
         assert compared["extra_info"]["iterations_from"] == "baseline", name

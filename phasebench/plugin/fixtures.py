@@ -55,6 +55,13 @@ def baseline_iterations(pytestconfig) -> dict[str, int]:
 
 
 @pytest.fixture(scope="session")
+def phase_iterations() -> dict[tuple, int]:
+    """{(phase, device, workload label): calls per round} of each phase's first-timed case in this run, which the
+    phase's other implementations take (phasebench/plugin/calibration.py)."""
+    return {}
+
+
+@pytest.fixture(scope="session")
 def cpp_library(pytestconfig, settings) -> str:
     """The built C++ library (the variant the session's workers load); the cpp cases skip when no C++ toolchain is
     installed. A build says so on the terminal while it runs."""
