@@ -17,13 +17,14 @@ from phasebench.method import METHOD_VERSION
 from phasebench.repository import ROOT
 from phasebench.saved import MIGRATIONS, CaseKey, SavedResult, SavedResultError, format_of
 
-# One committed result of each method, the format it was saved in.
+# One committed result of each method before formats were recorded, the format it was saved in (the fixtures: the
+# README answers of methods 3 and 5, kept when the answer was measured again).
 BY_METHOD = {
     1: "results/h200/h200-cpu.json",
     2: "results/fill-cpu/loops.json",
     3: "tests/fixtures/method-3-default-run.json",
     4: "results/interventions/timed.json",
-    5: "results/answer/default-run-3.json",
+    5: "tests/fixtures/method-5-default-run.json",
 }
 
 
@@ -49,7 +50,7 @@ def test_every_committed_json_loads_or_is_refused_with_its_reason():
     # What is refused is what no pytest-benchmark run wrote: a study's data, a gate's rows, a history series.
     assert set(refused.values()) == {"not a pytest-benchmark result (no 'benchmarks' list)"}, refused
     assert all(result.benchmarks for result in loaded.values())
-    assert {result.saved_format for result in loaded.values()} == set(BY_METHOD)  # every older format is held
+    assert {result.saved_format for result in loaded.values()} >= set(BY_METHOD)  # every older format is held
 
 
 @pytest.mark.parametrize("method", sorted(BY_METHOD))

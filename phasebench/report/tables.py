@@ -108,8 +108,11 @@ def phase_table(cases: dict, device: str) -> Table:
     if not stats:
         return table
     rounds = "/".join(map(str, sorted({s["rounds"] for s in stats.values()})))
-    table.title += (f": one call each, median and IQR of {rounds} rounds, and the median net of its worker's timer "
-                    f"floor; milliseconds")
+    several = sorted({s.get("iterations") or 1 for s in stats.values()} - {1})
+    per_round = (f"per call, median and IQR of {rounds} rounds, the short phases' rounds of "
+                 f"{'/'.join(map(str, several))} calls (docs/method.md#calls-per-round)" if several
+                 else f"one call each, median and IQR of {rounds} rounds")
+    table.title += f": {per_round}, and the median net of its worker's timer floor; milliseconds"
     benches = [cases[phase, impl, device] for phase, impl in stats]
     # The host CPU and GPU medians beside the wall time where some benchmark recorded them (cuda results).
     clocks = [(name, header) for name, header in DEVICE_CLOCK_COLUMNS
