@@ -240,8 +240,15 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--variant", choices=tuple(VARIANTS), default="production")
+    parser.add_argument("--all", action="store_true",
+                        help="build every variant and the plain C++ program (what the test command uses)")
     args = parser.parse_args(argv)
     try:
+        if args.all:
+            for variant in VARIANTS:
+                print(library_path(quiet=False, variant=variant))
+            print(plain_program_path(quiet=False))
+            return 0
         print(library_path(quiet=False, variant=args.variant))
     except (BuildUnavailable, BuildFailed) as error:
         print(error, file=sys.stderr)
