@@ -43,7 +43,7 @@ from statistics import NormalDist
 from lab.closing import closing_table
 from lab.study import Effect, Study, read
 from phasebench import schema
-from phasebench.report import cli, counts
+from phasebench.report import cli
 from phasebench.report.cases import PHASES
 from phasebench.report.counts import median_count
 from phasebench.report.tables import Table
@@ -261,19 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     study = read(args.interventions)
     text, notes = cli.render(path, result, args.format, beside,
                              lambda every, timed, device: account_tables(every, timed, study, device))
-    sys.stdout.write(text + "\n")
-    args.out.mkdir(parents=True, exist_ok=True)
-    table_path = args.out / f"{path.stem}.{'md' if args.format == 'markdown' else 'csv'}"
-    table_path.write_text(text)
-    chart_path = args.out / f"{path.stem}.png"
-    saved_at = str(result.datetime or "?")[:16].replace("T", " ")
-    every = result.cases
-    for device in sorted({key[2] for key in every}):
-        counts.split_chart(chart_path, every, device, f"Where the instructions go per call on {device} "
-                                                      f"(result saved {saved_at})")
-    for note in notes:
-        print(f"lab.account: {note}", file=sys.stderr)
-    print(f"table: {table_path}\nchart: {chart_path}", file=sys.stderr)
+    cli.write_outputs(path, result, text, notes, args.out, args.format, PROG)
     return 0
 
 

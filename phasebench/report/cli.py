@@ -137,6 +137,32 @@ def render(path: Path, result: SavedResult, style: str, beside: SavedResult | No
 PROG = "phasebench.report"
 
 
+def write_outputs(path: Path, result: SavedResult, text: str, notes: list[str], out: Path, table_format: str,
+                  prog: str) -> None:
+    """What a rendered result leaves: its tables on stdout and in OUT, its charts (a counted result's split of the
+    instructions per device; a timed one's per-phase chart and its workloads' scaling), and their paths on stderr."""
+    sys.stdout.write(text + "\n")
+    out.mkdir(parents=True, exist_ok=True)
+    table_path = out / f"{path.stem}.{'md' if table_format == 'markdown' else 'csv'}"
+    table_path.write_text(text)
+    chart_path = out / f"{path.stem}.png"
+    saved_at = str(result.datetime or "?")[:16].replace("T", " ")
+    charts = [chart_path]
+    if result.counted:
+        for device in sorted({key[2] for key in result.cases}):
+            counts.split_chart(chart_path, result.cases, device, f"Where the instructions go per call on {device} "
+                                                                 f"(result saved {saved_at})")
+    else:
+        chart(chart_path, result, f"phasebench per-phase times, Python vs C++ (result saved {saved_at})")
+        scaling_path = out / f"{path.stem}-workloads.png"
+        if scaling_chart(scaling_path, result,
+                         f"train_step against the reference, by workload (result saved {saved_at})"):
+            charts.append(scaling_path)
+    for note in notes:
+        print(f"{prog}: {note}", file=sys.stderr)
+    print(f"table: {table_path}\n" + "\n".join(f"chart: {made}" for made in charts), file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m phasebench.report", description=__doc__.split("\n\n")[0],
                                      epilog="See the module's docstring or the README for what the tables hold.")
@@ -160,28 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in find_results(args.results, args.storage, PROG):
         result = SavedResult.read(path, PROG)
         text, notes = render(path, result, args.format, beside)
-        sys.stdout.write(text + "\n")
-        args.out.mkdir(parents=True, exist_ok=True)
-        table_path = args.out / f"{path.stem}.{'md' if args.format == 'markdown' else 'csv'}"
-        table_path.write_text(text)
-        chart_path = args.out / f"{path.stem}.png"
-        saved_at = str(result.datetime or "?")[:16].replace("T", " ")
-        if result.counted:
-            every = result.cases
-            for device in sorted({key[2] for key in every}):
-                counts.split_chart(chart_path, every, device, f"Where the instructions go per call on {device} "
-                                                              f"(result saved {saved_at})")
-            for note in notes:
-                print(f"phasebench.report: {note}", file=sys.stderr)
-            print(f"table: {table_path}\nchart: {chart_path}", file=sys.stderr)
-            continue
-        chart(chart_path, result, f"phasebench per-phase times, Python vs C++ (result saved {saved_at})")
-        scaling_path = args.out / f"{path.stem}-workloads.png"
-        scaled = scaling_chart(scaling_path, result, f"train_step against the reference, by workload (result saved {saved_at})")
-        for note in notes:
-            print(f"phasebench.report: {note}", file=sys.stderr)
-        print(f"table: {table_path}\nchart: {chart_path}" + (f"\nchart: {scaling_path}" if scaled else ""),
-              file=sys.stderr)
+        write_outputs(path, result, text, notes, args.out, args.format, PROG)
     return 0
 
 
