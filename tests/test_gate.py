@@ -137,6 +137,44 @@ def test_calls_per_round_are_recorded_and_kept_from_the_baseline(gate_run):
 
 
 @pytest.mark.needs_data
+def test_a_compared_run_runs_in_its_baselines_order(gate_run):
+    """Under --benchmark-compare a run takes its baseline's order seed (docs/method.md#order): each worker runs its
+    phases in the sequence the baseline's did, and the header says whose seed it is."""
+    gate_run("baseline")
+    [path] = gate_run.folder.glob("*/0001_base.json")
+    seed = json.loads(path.read_text())["machine_info"]["phasebench"]["order_seed"]
+    slowed = json.loads((gate_run.folder / "slowed.json").read_text())
+    assert slowed["machine_info"]["phasebench"]["order_seed"] == seed
+    assert f"seed {seed}, the baseline's (--order-seed {seed} runs this order again)" in gate_run("unchanged").output
+    orders = {bench["fullname"]: bench["extra_info"]["order"] for bench in slowed["benchmarks"]}
+    assert orders == {bench["fullname"]: bench["extra_info"]["order"]
+                      for bench in json.loads(path.read_text())["benchmarks"]}
+
+
+def test_a_given_order_seed_wins_over_the_baselines():
+    """--order-seed names the order; a baseline's seed only replaces one drawn for the run, and the first baseline
+    that records one is kept (as its calls per round are)."""
+    from phasebench.plugin.session import PhasebenchSession
+
+    def session(seed: int, source: str) -> PhasebenchSession:
+        made = PhasebenchSession(impls=("python", "cpp"), devices=("cpu",), workloads=(), threads=2, rounds=5,
+                                 warmup_rounds=1, round_timeout=60.0, epochs=1, run_rounds=1, processes=1, source=None,
+                                 cuda_reason=None, order_seed=seed, order_seed_from=source)
+        made.machine = {"order_seed": seed}
+        return made
+
+    given = session(7, "given")
+    given.take_baseline_order({"phasebench": {"order_seed": 99}})
+    assert (given.order_seed, given.machine["order_seed"]) == (7, 7)
+    drawn = session(7, "drawn")
+    drawn.take_baseline_order({"phasebench": {}})  # a baseline that records no seed leaves the drawn one
+    assert drawn.order_seed == 7 and drawn.order_seed_from == "drawn"
+    for baseline_seed in (99, 5):
+        drawn.take_baseline_order({"phasebench": {"order_seed": baseline_seed}})
+    assert (drawn.order_seed, drawn.order_seed_from, drawn.machine["order_seed"]) == (99, "baseline", 99)
+
+
+@pytest.mark.needs_data
 def test_unchanged_run_passes_both_gates(gate_run):
     result = gate_run("unchanged")
     assert result.returncode == 0, result.output

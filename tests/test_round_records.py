@@ -79,10 +79,11 @@ def test_a_thread_that_starts_or_ends_inside_the_window_says_so():
     old.start()
     window = threads.Window()
     window.open()
-    ending.set()
-    old.join()
+    # The new thread starts while the old one still lives: Linux reuses an ended thread's id at once.
     new = threading.Thread(target=staying.wait)
     new.start()
+    ending.set()
+    old.join()
     figures = window.close()
     staying.set()
     new.join()

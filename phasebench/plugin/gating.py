@@ -9,6 +9,7 @@ pytest-benchmark compares and fails on its own (--benchmark-compare, --benchmark
   (pytest-benchmark only warns, runs everything, then fails with a traceback, or compares nothing);
 - a run that compared none of its benchmarks, or ran none (every case skipped), fails instead of passing the
   gate by default;
+- a compared run runs its cases in its baseline's order (its order seed), unless --order-seed says otherwise;
 - machine_info is compared without what each run draws anew (the order seed), so that pytest-benchmark's "machine_info
   is different" warns of another machine or another torch, not of every run.
 """
@@ -123,7 +124,10 @@ def pytest_benchmark_compare_machine_info(config, benchmarksession, machine_info
     # pytest-benchmark warns of any difference in machine_info, printing both whole (about 6 KB): while it compares,
     # both sides' per-run values (the order seed, the CPU's momentary clock: phasebench.gate.compare.PER_RUN_KEYS) are
     # set aside, so that a run on the same machine compares quietly and one on another machine still warns.
-    sides = [side for side in (machine_info, compared_benchmark.get("machine_info")) if isinstance(side, dict)]
+    baseline_machine = compared_benchmark.get("machine_info")
+    if isinstance(baseline_machine, dict) and getattr(config, "phasebench", None) is not None:
+        config.phasebench.take_baseline_order(baseline_machine)
+    sides = [side for side in (machine_info, baseline_machine) if isinstance(side, dict)]
     originals = [dict(side) for side in sides]
     for side in sides:
         side.update(without_per_run(side))

@@ -47,8 +47,9 @@ def pytest_addoption(parser):
                          "and device)")
     group.addoption("--order-seed", type=int, default=None, metavar="N",
                     help="the seed of each phase's run order, the random order its implementations run in on each "
-                         "device and workload (default: one drawn for the run; machine_info's order_seed records it, "
-                         "and the header prints it, so that --order-seed N runs the cases in that order again)")
+                         "device and workload (default: under --benchmark-compare the baseline's, else one drawn for the "
+                         "run; machine_info's order_seed records it, and the header prints it, so that --order-seed N "
+                         "runs the cases in that order again)")
     group.addoption("--round-timeout", type=float, default=300.0, metavar="S",
                     help="seconds a worker may take to answer one request before it is killed and its test fails "
                          "(default: %(default)s)")

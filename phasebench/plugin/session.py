@@ -78,9 +78,11 @@ class PhasebenchSession:
     worker_module: str = PRODUCTION_WORKER
     library_variant: str = "production"
     testing: dict | None = None
-    # The seed of each phase's run order (phasebench/plugin/cases.py run_order): --order-seed, or one drawn per run;
-    # pytest-xdist's workers take their controller's (ORDER_SEED_INPUT), so that they collect the same order.
+    # The seed of each phase's run order (phasebench/plugin/cases.py run_order): --order-seed, else the baseline's
+    # under --benchmark-compare (take_baseline_order), else one drawn per run; pytest-xdist's workers take their
+    # controller's (ORDER_SEED_INPUT), so that they collect the same order. order_seed_from says which.
     order_seed: int = 0
+    order_seed_from: str = "drawn"
     # The intervention study's switches (phasebench/plugin/switches.py: --round-checks, --omp-wait-policy, --pins),
     # and what the timed workers run under because of them (None: nothing beyond the environment's).
     switches: switches.Switches = field(default_factory=switches.Switches)
@@ -104,6 +106,17 @@ class PhasebenchSession:
     def machine_info(self) -> dict:
         """machine_info["phasebench"] as this session saves it."""
         return self.machine | {"gpu_sampling": self.utilization.reason, "testing": self.testing}
+
+    def take_baseline_order(self, baseline_machine_info: dict) -> None:
+        """Under --benchmark-compare, unless the command gives --order-seed: the run order of the first baseline that
+        records one, so that each worker runs its phases in the sequence the baseline's did. What a worker ran
+        before a phase changes what the phase costs (Python's loss counts about 19.6 or 25.2 thousand instructions
+        by its predecessors, docs/method.md#order), and a compare of two orders would judge that as the code's."""
+        seed = (baseline_machine_info.get("phasebench") or {}).get("order_seed")
+        if self.order_seed_from in ("given", "baseline") or not isinstance(seed, int):
+            return
+        self.order_seed, self.order_seed_from = seed, "baseline"
+        self.machine["order_seed"] = seed
 
     def close(self) -> None:
         if self.utilization is not None:
@@ -181,7 +194,7 @@ class PhasebenchSession:
             epochs=option("epochs"), run_rounds=option("run_rounds"), processes=option("processes"),
             source=source, cuda_reason=cuda_reason, jobs=jobs, models=models, selections=named, extras=chosen_selections(config, named),
             world_sizes=world_sizes, dist_timeout=option("dist_timeout"), order_seed=order_seed(config),
-            switches=switched)
+            order_seed_from="given" if option("order_seed") is not None else "drawn", switches=switched)
         counted = session._count_instructions(given_options(config), probed, simulated) if option("count") else {}
         aslr = count_mode.aslr_off() if probed and switched.pinned else []
         session.conditions = switches.conditions(switched, aslr)

@@ -25,13 +25,15 @@ def pytest_report_header(config):
     calls = ("one call a round" if one_call else
              f"each round as many calls as fill {calibration.ROUND_TARGET_S * 1e6:g} µs (at most "
              f"{calibration.MAX_ITERATIONS}; a compared case: its baseline's)")
+    seed_source = ", the baseline's" if settings.order_seed_from == "baseline" else ""
     timing = (f"phasebench: timing: each phase inside its worker process, python by time.perf_counter_ns, cpp by "
               f"std::chrono::steady_clock (the device synchronized at both ends on cuda), {settings.rounds} "
               f"rounds after {settings.warmup_rounds} warm-up calls, {calls}"
               f"{f' over {settings.processes} fresh workers per case' if settings.processes > 1 else ''}; "
               f"training_run: {settings.epochs} epoch(s), {settings.run_rounds} rounds, no warm-up; each phase's "
-              f"implementations in a random order, seed {settings.order_seed} (--order-seed {settings.order_seed} "
-              f"runs this order again)")
+              f"implementations in a random order, seed {settings.order_seed}"
+              f"{seed_source} "
+              f"(--order-seed {settings.order_seed} runs this order again)")
     ours = [
         f"phasebench: data: {source}",
         f"phasebench: torch {m['torch']}, torchvision {m['torchvision']}, CUDA {m['cuda']}, cuDNN {m['cudnn']}; "
