@@ -1,9 +1,10 @@
 """The summary of results/compare-holds/run-pairs.sh's pairs: per pair, both runs' exit statuses, what failed the
 compare (pytest-benchmark's "Field 'median' has failed" lines and the ratio gate's lines, from the `after` log), the
 largest median change and the largest ratio change (recomputed from the two saved runs), and per case the calls per
-round; written as Markdown to stdout and as compact JSON to --json.
+round; written as Markdown to stdout and as compact JSON to --json. --runs writes every saved run's medians (and
+its commit, order seed and calls per round), which thresholds.py reads.
 
-    .venv/bin/python results/compare-holds/summarize.py OUT [--json FILE]"""
+    .venv/bin/python results/compare-holds/summarize.py OUT [--json FILE] [--runs FILE]"""
 
 from __future__ import annotations
 
@@ -66,16 +67,36 @@ def pair(dir: Path) -> dict:
     }
 
 
+def runs(out: Path, dirs: list[Path]) -> list[dict]:
+    """Every saved run of the pairs: its pair, side, commit, whether its tree was dirty, order seed, and per case its
+    median (s) and calls per round."""
+    kept = []
+    for dir in dirs:
+        for side in ("before", "after"):
+            run = saved(dir, side)
+            if not run["benchmarks"]:
+                continue
+            kept.append({"pair": str(dir.relative_to(out)), "side": side,
+                         "commit": run["commit_info"].get("id"), "dirty": run["commit_info"].get("dirty"),
+                         "order_seed": run["machine_info"]["phasebench"].get("order_seed"),
+                         "medians_s": {b["name"]: b["stats"]["median"] for b in run["benchmarks"]},
+                         "iterations": {b["name"]: b["stats"]["iterations"] for b in run["benchmarks"]}})
+    return kept
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--runs", type=Path)
     args = parser.parse_args()
     dirs = sorted((rc.parent for rc in args.out.rglob("before.rc")),
                   key=lambda d: ("planted" in d.relative_to(args.out).parts, len(str(d)), str(d)))
     pairs = [pair(d) | {"pair": str(d.relative_to(args.out))} for d in dirs]
     if args.json:
         args.json.write_text(json.dumps(pairs, indent=1) + "\n")
+    if args.runs:
+        args.runs.write_text(json.dumps(runs(args.out, dirs), separators=(",", ":")) + "\n")
     print("| pair | before | after (the compare) | what failed | largest median change | largest ratio change |")
     print("|---|---|---|---|---|---|")
     for p in pairs:
