@@ -84,6 +84,10 @@ def test_a_thread_that_starts_or_ends_inside_the_window_says_so():
     new.start()
     ending.set()
     old.join()
+    # join() returns when the thread's Python state is released, a moment before the kernel removes the thread.
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/self/task/{old.native_id}") and time.monotonic() < deadline:
+        time.sleep(0.001)
     figures = window.close()
     staying.set()
     new.join()
