@@ -15,6 +15,17 @@ from pathlib import Path
 
 from phasebench.repository import ROOT
 
+# What pytest-xdist tells its workers through the environment. The child pytests the tests start inherit the
+# environment, and pytest-benchmark disables itself in what it takes for an xdist worker.
+XDIST_ENV = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+
+
+def forget_xdist() -> None:
+    """Each child pytest a test starts is a run of its own, not an xdist worker: called by the tests' conftest
+    files (tests/, lab/tests/) when pytest configures."""
+    for name in XDIST_ENV:
+        os.environ.pop(name, None)
+
 
 def run_suite(*options: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """This suite in a child pytest, as a user running it with these options sees it."""

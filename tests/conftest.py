@@ -15,6 +15,7 @@ from phasebench import registry
 from phasebench.repository import ROOT
 from phasebench.worker import build
 from tests import recorder
+from tests.child_runs import forget_xdist
 
 BENCH_DIR = str(ROOT / "bench") + os.sep
 # Fixtures of these scopes are made once per module (or package, class) in each process that runs one of its
@@ -22,14 +23,8 @@ BENCH_DIR = str(ROOT / "bench") + os.sep
 SHARED_SCOPES = {"module", "package", "class"}
 
 
-# What pytest-xdist tells its workers through the environment. The child pytests the tests start inherit the
-# environment, and pytest-benchmark disables itself in what it takes for an xdist worker.
-XDIST_ENV = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
-
-
 def pytest_configure(config):
-    for name in XDIST_ENV:  # a test's child pytest is a run of its own
-        os.environ.pop(name, None)
+    forget_xdist()
     if not config.pluginmanager.is_registered(recorder):
         config.pluginmanager.register(recorder, "tests.recorder")
 
