@@ -47,8 +47,7 @@ from phasebench.report import cli
 from phasebench.report.cases import PHASES
 from phasebench.report.counts import median_count
 from phasebench.report.tables import Table
-from phasebench.repository import ROOT
-from phasebench.results import DEFAULT_STORAGE, find_result, switched, switched_text
+from phasebench.results import find_result, switched, switched_text
 from phasebench.saved import SavedResult
 
 PROG = "lab.account"
@@ -243,12 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interventions", metavar="STUDY", type=Path, required=True,
                         help="an intervention study's interventions.json (python -m lab.studies.interventions): each "
                              "intervention's effect, and what of each phase's gap remains unexplained")
-    parser.add_argument("--format", choices=("markdown", "csv"), default="markdown",
-                        help="Markdown tables (default), or CSV: one block per table, a blank line between")
-    parser.add_argument("--out", type=Path, default=ROOT / "report",
-                        help=f"folder for the table file and the chart (default: {ROOT / 'report'})")
-    parser.add_argument("--storage", default=DEFAULT_STORAGE,
-                        help=f"where saved results are, as --benchmark-storage (default: {DEFAULT_STORAGE})")
+    cli.add_output_options(parser)
     args = parser.parse_args(argv)
     beside = SavedResult.read(find_result(args.beside, args.storage, PROG), PROG)
     if beside.counted:

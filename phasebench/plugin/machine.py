@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from phasebench import method, schema
+from phasebench.handed_down import handed_down
 
 
 def _version_file(package: str, names: tuple[str, ...]) -> dict[str, str | None] | None:
@@ -70,19 +71,14 @@ def probe() -> dict:
     """torch's own facts (phasebench/worker/probe.py), from a process of its own; once per pytest run. The answer
     goes into the environment (PHASEBENCH_PROBE) with its key, so a pytest the tests start under the same key takes
     it rather than starting torch again (1-2 s here)."""
-    key = _probe_key()
-    try:
-        handed = json.loads(os.environ.get(PROBE_ENV, ""))
-        if handed["key"] == key:
-            return handed["facts"]
-    except (ValueError, TypeError, KeyError):
-        pass
+    return handed_down(PROBE_ENV, _probe_key(), _run_probe)
+
+
+def _run_probe() -> dict:
     done = subprocess.run([sys.executable, "-m", "phasebench.worker.probe"], capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"python -m phasebench.worker.probe failed ({done.returncode}): {done.stderr.strip()}")
-    facts = json.loads(done.stdout.strip().splitlines()[-1])
-    os.environ[PROBE_ENV] = json.dumps({"key": key, "facts": facts})
-    return facts
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def nvml_gpus() -> tuple[list[str], str | None]:

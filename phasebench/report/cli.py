@@ -163,13 +163,8 @@ def write_outputs(path: Path, result: SavedResult, text: str, notes: list[str], 
     print(f"table: {table_path}\n" + "\n".join(f"chart: {made}" for made in charts), file=sys.stderr)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m phasebench.report", description=__doc__.split("\n\n")[0],
-                                     epilog="See the module's docstring or the README for what the tables hold.")
-    parser.add_argument("results", nargs="*", metavar="RESULT",
-                        help="a saved pytest-benchmark JSON file, a run number (0001), the name it was saved under "
-                             "(after, for 0002_after.json) or a glob ('*after'), in --storage (default: the newest "
-                             "saved for this machine)")
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """--format, --out and --storage, as every command that renders a saved result (write_outputs) takes them."""
     parser.add_argument("--format", choices=("markdown", "csv"), default="markdown",
                         help="Markdown tables (default), or CSV: one block per table, a blank line between")
     parser.add_argument("--out", type=Path, default=ROOT / "report",
@@ -177,6 +172,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--storage", default=DEFAULT_STORAGE,
                         help=f"where saved results are, as --benchmark-storage (default: {DEFAULT_STORAGE}, where the "
                              f"suite saves them wherever pytest is started)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m phasebench.report", description=__doc__.split("\n\n")[0],
+                                     epilog="See the module's docstring or the README for what the tables hold.")
+    parser.add_argument("results", nargs="*", metavar="RESULT",
+                        help="a saved pytest-benchmark JSON file, a run number (0001), the name it was saved under "
+                             "(after, for 0002_after.json) or a glob ('*after'), in --storage (default: the newest "
+                             "saved for this machine)")
+    add_output_options(parser)
     parser.add_argument("--beside", metavar="TIMED",
                         help="for a counted result: a timed result of the same tree, whose python/cpp time ratios "
                              "are set beside the instruction ratios")

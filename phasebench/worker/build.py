@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -17,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from phasebench.handed_down import handed_down
 from phasebench.repository import ROOT
 
 CPP_DIR = ROOT / "cpp"
@@ -93,16 +93,7 @@ def _variables_key() -> list:
 
 def make_variables() -> dict[str, str]:
     """The make variables a build uses and its hash covers; handed to the pytest runs this process starts."""
-    key = _variables_key()
-    try:
-        handed = json.loads(os.environ.get(VARIABLES_ENV, ""))
-        if handed["key"] == key:
-            return handed["variables"]
-    except (ValueError, TypeError, KeyError):
-        pass
-    variables = _toolchain_variables()
-    os.environ[VARIABLES_ENV] = json.dumps({"key": key, "variables": variables})
-    return variables
+    return handed_down(VARIABLES_ENV, _variables_key(), _toolchain_variables)
 
 
 def _toolchain_variables() -> dict[str, str]:
