@@ -23,7 +23,8 @@ NOT_SAVED_RESULTS = {
     ("worker/torchrun.py", "*"): "torchrun's rank files",
     ("worker/torchrun_rank.py", "*"): "a rank's options",
     ("plugin/machine.py", "*"): "the machine probe's output",
-    ("worker/build.py", "make_variables"): "the build's make variables handed down in the environment",
+    ("handed_down.py", "handed_down"): "an answer handed down in the environment under its key (the build's make "
+                                       "variables, torch's probe)",
     ("plain/__init__.py", "*"): "the plain program's output line",
 }
 
