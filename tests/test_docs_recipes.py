@@ -13,6 +13,7 @@ tests.test_docs_recipes PAGE SECTION [OPTIONS]`, main below)."""
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import shlex
@@ -340,15 +341,20 @@ def clean_env() -> dict[str, str]:
             if not name.startswith(("PYTEST_", "PHASEBENCH_", "HISTORY_", "GATE_", "BENCH_PR", "HEAD_ENV"))}
 
 
-def test_the_long_recipes_run_in_their_ci_job():
-    """The README's quick start with the baseline recipe, and the wall-time gate's recipe, run end to end for minutes:
-    the job `recipe` of .github/workflows/recipes.yml runs them (tests/long_recipes.py, which the test command does
-    not collect: its name is not test_*.py), on every push and pull request."""
+def test_every_long_module_runs_in_its_ci_job(pytestconfig):
+    """What runs for minutes is named outside test_*.py, so that the README's test command does not collect it: the
+    recipes of the README's quick start with the baseline and of the wall-time gate (tests/long_recipes.py), the count
+    mode under Valgrind (tests/long_count_mode.py), the cold compiles (tests/equivalence/long_compiled.py). The job
+    `recipe` of .github/workflows/recipes.yml runs every such module, on every push and pull request, and no pattern
+    of the test command's python_files names one."""
     workflow = (ROOT / ".github" / "workflows" / "recipes.yml").read_text(encoding="utf8")
-    assert re.search(r"\.venv/bin/python -m pytest tests/long_recipes\.py", workflow), workflow
-    long = (ROOT / "tests" / "long_recipes.py").read_text(encoding="utf8")
-    assert "def test_the_quick_start_and_the_baseline_recipe_run_as_written(" in long
-    assert "def test_the_wall_time_gate_recipe_runs_as_written(" in long
+    run = " ".join(line for line in workflow.splitlines() if ".venv/bin/python -m pytest" in line).split()
+    long = sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "tests").rglob("long_*.py"))
+    assert {"tests/long_recipes.py", "tests/long_count_mode.py", "tests/equivalence/long_compiled.py"} <= set(long)
+    assert [path for path in long if path not in run] == [], workflow
+    for path in long:
+        assert re.search(r"^def test_\w+\(", (ROOT / path).read_text(encoding="utf8"), re.M), f"{path}: no test"
+        assert not any(fnmatch.fnmatch(Path(path).name, pattern) for pattern in pytestconfig.getini("python_files"))
 
 
 def test_the_count_gate_recipe_runs_in_its_ci_job():

@@ -30,9 +30,9 @@ they make the same training repeat to the bit, so the published pair and the CUD
 too (docs/method.md#both-implementations-train-the-same-model); test_numerics.py checks that every equivalence
 worker carries them and no timed worker does.
 
-By subject: the published pair (test_published_pair.py), every other implementation against its language's
-published one (test_variants.py), ensembles (test_ensembles.py), the compiled and CUDA-graph variants
-(test_compiled.py), the premise of the package's kept workers (test_kept_workers.py), and the numerics each worker
-runs under (test_numerics.py). pairs.py holds the pairs
-and their comparisons; conftest.py the workers the tests borrow their trainers from.
+By subject: the published pair (test_published_pair.py), every other implementation against its language's published
+one (test_variants.py), ensembles (test_ensembles.py), the compiled and CUDA-graph variants (test_compiled.py on
+cuda; long_compiled.py on cpu, a long check that the test command does not collect), the premise of the package's
+kept workers (test_kept_workers.py), and the numerics each worker runs under (test_numerics.py). pairs.py holds the
+pairs and their comparisons; conftest.py the workers the tests borrow their trainers from.
 """

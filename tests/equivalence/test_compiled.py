@@ -1,6 +1,7 @@
 """CUDA graphs and torch.compile against eager (docs/gpu.md#cuda-graphs-and-torchcompile): where the kernels
 differ, the same training is compared within a rounding tolerance, justified where it is defined. Each test starts
-its own pair of workers: a cold compile, or a device, of its own."""
+its own pair of workers: a cold compile, or a device, of its own. On cuda here; on cpu the compiled variant's cold
+compiles make it a long check, tests/equivalence/long_compiled.py, with this module's comparison."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import pytest
 from phasebench import registry
 from phasebench.spec import Workload
 from tests.equivalence.pairs import (
-    PUBLISHED_DROPOUT,
     STEPS,
     Pair,
     assert_same_training,
@@ -71,26 +71,6 @@ def assert_close_training(pair: Pair, what: str, steps: int = STEPS) -> None:
         problems.append(f"after the last step, parameters differ by more than {DRIFT_TOLERANCE:g}: "
                         + ", ".join(f"{name} {gap:.3g}" for name, gap in beyond.items()))
     assert not problems, f"{a} and {b}, {steps} steps from the same weights, {what}:\n  " + "\n  ".join(problems)
-
-
-COMPILED = [impl.name for impl in registry.REGISTRY if impl.step == "compile"]
-
-
-@pytest.mark.parametrize("variant", COMPILED)
-@pytest.mark.parametrize("dropout", [PUBLISHED_DROPOUT, 0.0], ids=["dropout-on", "dropout-off"])
-def test_compiled_same_training(settings, tmp_path, variant, dropout):
-    """The compiled model trains as eager Python, within the rounding of the kernels inductor fuses (above). With
-    torch._inductor.config.fallback_random the compiled code draws eager's dropout masks, so the published
-    dropout is compared too. One cold compile per test: dropout-on, the timed step's dropout, runs in the test
-    command; dropout-off runs where --impl names the variant (a second compile takes 70-110 s here). Why it
-    cannot be cheaper (about 25 s here): the compile phase must be cold (a cache of its own, docs/gpu.md), and only
-    a compile proves the compiled step trains as eager does; ONE_SHAPE_WORKLOAD makes it one compile, not two."""
-    if dropout == 0.0 and variant not in settings.impls:
-        pytest.skip(f"a second cold compile is beyond the test command's budget: run with --impl {variant}")
-    reference = registry.language_reference(registry.get(variant)).name
-    with worker_pair(settings, None, tmp_path, dropout, (reference, variant), ONE_SHAPE_WORKLOAD,
-                     options={"fallback_random": True}) as pair:
-        assert_close_training(pair, f"dropout {dropout}, fallback_random")
 
 
 WHOLE_STEP_VARIANTS = [impl.name for impl in registry.REGISTRY if impl.step != "eager"]
