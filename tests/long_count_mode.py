@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
 from phasebench.repository import ROOT
-
-needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+from tests.test_count_mode import needs_valgrind
 
 
 def counted_runs(config, folder) -> dict:

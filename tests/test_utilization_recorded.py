@@ -78,7 +78,7 @@ def test_every_benchmark_of_a_default_run_saves_its_utilization(pytestconfig, cp
     with the fields docs/utilization.md names. The training run's covers its round's train request, sampled from
     pytest: at least the worker's training loop, at most its process's time from trainer ready to the stop request.
     C++, its smallest run: 2 rounds a phase, one round of one epoch (the samplers are pytest's, alike for either
-    language, and a C++ worker starts and trains its epoch in a third of a Python worker's time: 11 s here)."""
+    language, and a C++ worker starts and trains its epoch sooner than a Python worker)."""
     out = tmp_path / "result.json"
     # bench alone of the testpaths: tests/ holds no benchmark, and collecting it would take seconds more.
     run = run_suite("bench", "--benchmark-only", "--impl", "cpp", "--device", "cpu", "--rounds", "2", "--warmup-rounds",

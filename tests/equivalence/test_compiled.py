@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from phasebench import registry
-from phasebench.spec import Workload
 from tests.equivalence.pairs import (
     STEPS,
     Pair,
@@ -33,13 +32,6 @@ from tests.equivalence.pairs import (
 # stay within 4x of the drift measured above: a bound on divergence, not a proof of sameness.
 EARLY_STEPS, EARLY_TOLERANCE = 50, 1e-6
 DRIFT_TOLERANCE = 2e-3
-# The cpu comparison's workload: the published Net in batches of 80, which divide the 60,000 images, so the epoch has
-# one batch shape and the compile phase one cold compile of forward and backward (the published batches of 64 end in
-# one of 32, a second compile that the STEPS compared steps never run: 24 s instead of 42 s here). The kernels are
-# inductor's for this Net at any static batch size; where a near-tie tips is a matter of the batches. Measured on
-# this cpu with the published dropout, the largest loss gap of the last ten of 100 steps: 1.0e-3 in batches of 60,
-# 4.8e-7 in batches of 80 (nothing tipped), 2.6e-4 in batches of 100, 5.1e-4 in batches of 64 (above).
-ONE_SHAPE_WORKLOAD = Workload(batch_size=80)
 
 
 def assert_close_training(pair: Pair, what: str, steps: int = STEPS) -> None:
