@@ -13,17 +13,28 @@ import statistics
 import sys
 import time
 import types
+from dataclasses import dataclass, field
 
 import pytest
 
 from phasebench import registry, schema
 from phasebench.cpu_windows import phase_cpu, phase_faults, phase_host_and_gpu
+from phasebench.fitness import Fitness
 from phasebench.phase_round import CountedRound
 from phasebench.plugin.calibration import calibrated_iterations
 from phasebench.plugin.cases import RUN_ORDER
+from phasebench.plugin.pairing import (
+    BLOCK_ROUNDS,
+    block_schedule,
+    block_sizes,
+    pairing_info,
+    sibling_nodeid,
+    why_unpaired,
+)
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import ONE_SHOT_PHASES, Workload
 from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
+from phasebench.stats import paired_ratio
 from phasebench.worker.client import RoundRecords, WorkerError, worker_clock
 
 # pytest-benchmark reads the in-worker durations through this clock.
@@ -157,10 +168,108 @@ class Rounds:
             self.worker.stop()
 
 
+# What a paired phase's interval does not hold: each side's blocks ran in its one long-lived worker.
+LEAVES_OUT = "the spread between worker processes: each side's blocks ran in one long-lived worker (--processes)"
+
+
+class PairedBaselineError(RuntimeError):
+    """A compared run's baseline that cannot give a paired measurement its calls per round."""
+
+
+@dataclass
+class PairedSide:
+    """One implementation's part of a paired measurement."""
+
+    worker: object
+    taken: list = field(default_factory=list)  # (worker, ns, PhaseRound) per call, its warm-up first
+    blocks: list = field(default_factory=list)  # each block's median per call, s, in the order measured
+    windows: list = field(default_factory=list)  # its blocks' utilization windows
+    records: RoundRecords | None = None  # what its counted rounds went through
+    fitness: Fitness = field(default_factory=Fitness)  # whether the machine could measure it
+
+
+@dataclass
+class PairedPhase:
+    sides: dict  # {implementation: PairedSide}, in the first sweep's order
+    unpaired: dict  # {implementation: why it was not measured}: it cannot run here
+    iterations: int
+    iterations_from: str
+    rounds: int  # counted rounds per side: --rounds, or more where a ratio stayed undecided
+
+
+def paired_iterations(sides: dict, warmup_rounds: int, baseline_of) -> tuple[int, str]:
+    """One rule for a paired phase's calls per round (docs/method.md#calls-per-round): a compared run's baseline's,
+    which must hold every side with the same number; else the fastest side's median warm-up call into the target."""
+    given = {impl: baseline_of(impl) for impl in sides}
+    if any(given.values()):
+        if None in given.values() or len(set(given.values())) > 1:
+            raise PairedBaselineError(
+                "the baseline cannot give this paired measurement its calls per round: it holds "
+                + ", ".join(f"{impl}: {calls or 'no case'}" for impl, calls in given.items())
+                + " (a paired compare needs every side, with one number: docs/method.md#calls-per-round)")
+        return next(iter(given.values())), "baseline"
+    warmups = [[ns for _, ns, _ in side.taken[:warmup_rounds]] for side in sides.values()]
+    fastest = min(warmups, key=lambda ns: statistics.median(ns) if ns else 0)
+    return calibrated_iterations(fastest), "pair"
+
+
+def measure_paired(group, phase, device, workload, settings, worker_for, utilization_of, baseline_of) -> PairedPhase:
+    """Every implementation of the group, side by side in time: their warm-up calls in turn, then their counted rounds
+    in blocks of BLOCK_ROUNDS in the balanced sequence (phasebench/plugin/pairing.py), each block a call count of
+    rounds times calls per round in the implementation's long-lived worker."""
+    sides, unpaired = {}, {}
+    for impl in group:
+        try:
+            sides[impl] = PairedSide(worker_for(impl, device, workload))
+        except pytest.skip.Exception as skipped:
+            unpaired[impl] = f"{impl} cannot run here: {skipped}"
+    checks = settings.switches.checks
+
+    def call(side) -> int:
+        timed = side.worker.run_phase(phase, checks)
+        side.taken.append((side.worker, timed.ns, timed))
+        return timed.ns
+
+    for _ in range(settings.warmup_rounds):
+        for side in sides.values():
+            call(side)
+    iterations, iterations_from = paired_iterations(sides, settings.warmup_rounds, baseline_of)
+    sizes = block_sizes(settings.rounds, BLOCK_ROUNDS)
+
+    def sweep_blocks(sweeps: range) -> None:
+        for sweep, impl in block_schedule(tuple(sides), sweeps.stop)[len(sides) * sweeps.start:]:
+            side = sides[impl]
+            if side.records is None:
+                side.records = RoundRecords()
+                side.records.open(side.worker)
+            side.fitness.begin(side.worker.pid)
+            with utilization_of.window(side.worker, side.windows):
+                per_call = [sum(call(side) for _ in range(iterations)) / iterations for _ in range(sizes[sweep])]
+            side.fitness.end(side.worker.pid)
+            side.blocks.append(statistics.median(per_call) / 1e9)
+
+    sweep_blocks(range(len(sizes)))
+    # An undecided ratio gets more sweeps, two at a time (the sequence stays balanced), up to as many again.
+    planned = len(sizes)
+    while len(sizes) < 2 * planned and undecided_pairs(sides) and not settings.count:
+        sizes += [BLOCK_ROUNDS, BLOCK_ROUNDS]
+        sweep_blocks(range(len(sizes) - 2, len(sizes)))
+    for side in sides.values():
+        side.records.close(side.worker)
+    return PairedPhase(sides, unpaired, iterations, iterations_from, sum(sizes))
+
+
+def undecided_pairs(sides: dict) -> list[str]:
+    """The implementations of a paired measurement whose ratio to their reference, measured with them, is undecided."""
+    return [impl for impl in sides if (partner := registry.get(impl).pair) in sides
+            and not paired_ratio(sides[impl].blocks, sides[partner].blocks).decided]
+
+
 # Parametrized by phasebench/plugin/__init__.py's pytest_generate_tests: per selected implementation, each of its phases,
 # each device, each workload; ids phase-impl-device[-wW-bB].
+@pytest.mark.paired
 def test_phase(request, benchmark, worker_for, new_worker, utilization_of, settings, baseline_iterations,
-               phase_iterations, phase, impl, device, workload):
+               phase_iterations, pairing, phase, impl, device, workload):
     assert phase in PHASE_NAMES + ONE_SHOT_PHASES, f"no phase '{phase}' in phasebench/train/trainer.py's PHASES or ONE_SHOT"
     registered = registry.get(impl)
     one_shot = phase in ONE_SHOT_PHASES
@@ -203,6 +312,32 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
                  warmup_rounds=settings.warmup_rounds, threads=settings.threads, processes=settings.processes,
                  order=request.node.stash.get(RUN_ORDER, None), note=registered.notes.get(device),
                  round_checks="on" if checks else None)
+    if pairing.applies and not one_shot:
+        # Paired in time (docs/method.md#paired-in-time): the group's first case measures every side, each replays its own.
+        pooled()  # skips this case where its implementation cannot run here
+        measured = pairing.measure_once(lambda group: measure_paired(
+            group, phase, device, workload, settings, worker_for, utilization_of,
+            lambda other: baseline_iterations.get(sibling_nodeid(request.node, other))))
+        side = measured.sides[impl]
+        iterations, taken, records, workers = measured.iterations, side.taken, side.records, [side.worker]
+        settings = types.SimpleNamespace(**{**vars(settings), "rounds": measured.rounds})  # more where undecided
+        counted_ns = iter([ns for _, ns, _ in taken[first:first + settings.rounds * iterations]])
+
+        def replayed_round():  # pedantic's call for its result, after its rounds, finds none left
+            ns = next(counted_ns, None)
+            if ns is not None:
+                worker_clock.advance(ns)
+
+        schema.write(benchmark, schema.PhaseInfo, iterations=iterations, iterations_from=measured.iterations_from,
+                     rounds=measured.rounds, machine_fit=side.fitness.as_info(),
+                     **pairing_info(impl, {name: other.blocks for name, other in measured.sides.items()},
+                                    measured.unpaired, BLOCK_ROUNDS, LEAVES_OUT))
+        benchmark.pedantic(replayed_round, rounds=settings.rounds, warmup_rounds=0, iterations=iterations)
+        utilization_of.record_windows(impl, device, side.windows)
+        return finish_phase(benchmark, settings, registered, phase, impl, device, workload, taken, workers, records,
+                            first, iterations)
+    if benchmark.enabled:
+        schema.write(benchmark, schema.PhaseInfo, unpaired=why_unpaired(request.config))
     # With several processes, no one worker's CPU is the case's: utilization then watches the device only.
     watched = pooled() if settings.processes == 1 else types.SimpleNamespace(pid=None, device=device, impl=impl)
     try:
@@ -246,29 +381,36 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
         if one_shot:
             fresh.stop()
 
+    problems = one_shot_problems if one_shot else []
+    return finish_phase(benchmark, settings, registered, phase, impl, device, workload, taken, rounds.workers, records,
+                        first, iterations, problems)
+
+
+def finish_phase(benchmark, settings, registered, phase, impl, device, workload, taken, workers, records, first,
+                 iterations, problems=()):
+    """What a case records of its calls (`taken`: (worker, ns, PhaseRound), warm-up first) once they are timed, and
+    the checks that every round did its phase's work."""
     counted = taken[first:first + settings.rounds * iterations] if benchmark.enabled else taken
-    floors = [worker.timer_floor_ns for worker in rounds.workers]
+    floors = [worker.timer_floor_ns for worker in workers]
     schema.write(benchmark, schema.PhaseInfo, timer_floor_s=statistics.median(floors) / 1e9,
                  timer_floors_s=[floor / 1e9 for floor in floors], **phase_cpu([timed for _, _, timed in counted]),
                  **phase_faults([timed for _, _, timed in counted]), **phase_host_and_gpu([timed for _, _, timed in counted]),
                  **(records.figures() if records else {}))
     if settings.count:
         schema.write(benchmark, schema.CountedPhaseInfo,
-                     **counted_info([timed.counted for _, _, timed in counted], rounds.workers))
+                     **counted_info([timed.counted for _, _, timed in counted], workers))
 
     products = [timed.product for _, _, timed in taken]
-    if not checks:  # what the worker did ("off" in both languages, the C++ one through pb_set_round_checks); unchecked
+    if not settings.switches.checks:  # what the worker did ("off" in both languages, the C++ one through pb_set_round_checks); unchecked
         did = ",".join(sorted({product.get("checks", "on") for product in products}))
         schema.write(benchmark, schema.PhaseInfo, round_checks=did)
         return
     resident = device == "cpu" or registered.split_on_device
-    problems = [f"round {i}: {problem}" for i, product in enumerate(products)
-                for problem in work_problems(phase, product, workload, resident)]
+    problems = list(problems) + [f"round {i}: {problem}" for i, product in enumerate(products)
+                                 for problem in work_problems(phase, product, workload, resident)]
     problems += leftover_problems(phase, products)
-    if one_shot:
-        problems += one_shot_problems
     if phase in ("data_loading", "copy_to_device", "train_step"):
-        for worker in rounds.workers:
+        for worker in workers:
             problems += batch_problems([timed.product["batch"] for w, _, timed in taken if w is worker],
                                        workload.steps_per_epoch)
     assert not problems, f"{phase} ({impl} on {device}, {workload.label}):\n  " + "\n  ".join(problems[:10])

@@ -27,7 +27,10 @@ from contextlib import contextmanager, nullcontext
 import pytest
 
 from phasebench import registry, schema
+from phasebench.fitness import Fitness
+from phasebench.plugin.pairing import block_schedule, pairing_info, ratio_info, why_unpaired
 from phasebench.spec import LOG_INTERVAL, ONE_SHOT_PHASES
+from phasebench.stats import paired_ratio
 from phasebench.worker.client import describe_exit, worker_clock
 from phasebench.worker.protocol import Train
 
@@ -105,8 +108,64 @@ def train_in_fresh_worker(spawn, settings, synchronize: bool, watch=nullcontext,
         "stopping_ns": exit_ns - stop_ns, "startup_parts_ns": worker.info.startup_parts_ns}
 
 
+@dataclasses.dataclass
+class PairedRuns:
+    """The rounds of a training run's group, measured side by side in time (phasebench/plugin/pairing.py)."""
+
+    runs: dict  # {implementation: its rounds' reports, in the order run}
+    windows: dict  # {implementation: its rounds' utilization windows}
+    unpaired: dict  # {implementation: why it was not run}: it cannot run here
+    fitness: dict  # {implementation: Fitness}: whether the machine could measure its rounds
+
+
+def measure_paired_runs(group, device, workload, settings, new_worker, utilization_of, progress, plan) -> PairedRuns:
+    """--run-rounds rounds of every implementation of the group, each a fresh worker, in the balanced sequence
+    (A B B A …): a pair of rounds runs back to back."""
+    spawns, unpaired = {}, {}
+    for impl in group:
+        try:
+            spawns[impl] = new_worker(impl, device, workload)
+        except pytest.skip.Exception as skipped:
+            unpaired[impl] = f"{impl} cannot run here: {skipped}"
+    runs, windows = {impl: [] for impl in spawns}, {impl: [] for impl in spawns}
+    fitness = {impl: Fitness() for impl in spawns}
+
+    @contextmanager
+    def watched(worker, impl):
+        fitness[impl].begin(worker.pid)
+        with utilization_of.window(worker, windows[impl]):
+            yield
+        fitness[impl].end(worker.pid)
+
+    for _, impl in block_schedule(tuple(spawns), settings.run_rounds):
+        label = f"{impl} round {len(runs[impl]) + 1}/{settings.run_rounds}"
+        progress(f"{label}: training {plan} ...")
+        run = train_in_fresh_worker(spawns[impl], settings, synchronize=True,
+                                    watch=lambda worker, impl=impl: watched(worker, impl),
+                                    one_shot=registry.get(impl).one_shot is not None, say=progress, label=label,
+                                    workload=workload)
+        runs[impl].append(run)
+        progress(f"{label}: {run['steps']} steps; Total Time {run['program_ns'] / 1e9:.1f} s, "
+                 f"process {run['total_ns'] / 1e9:.1f} s")
+    return PairedRuns(runs, windows, unpaired, fitness)
+
+
+def phase_ratios(impl: str, paired: PairedRuns) -> dict:
+    """Each phase's in-run total over its reference's, from the same pairs of rounds as the Total Time's ratio."""
+    partner = registry.get(impl).pair
+    if partner not in paired.runs:
+        return {}
+    own, theirs = paired.runs[impl], paired.runs[partner]
+    shared = [name for name in own[0]["phase_ns"] if own[0]["phase_ns"][name] and theirs[0]["phase_ns"].get(name)]
+    totals = {name: lambda run, name=name: run["phase_ns"][name] for name in shared} | {
+        schema.SUMMED_RATIO: lambda run: sum(run["phase_ns"].values()), schema.PROCESS_TOTAL_RATIO: lambda run: run["total_ns"]}
+    return {name: ratio_info(paired_ratio([read(run) for run in own], [read(run) for run in theirs]), partner, None)
+            for name, read in totals.items()}
+
+
+@pytest.mark.paired
 @pytest.mark.benchmark(timer=worker_clock)  # the program's own time, as the worker measured it
-def test_training_run(benchmark, new_worker, utilization_of, settings, progress, impl, device, workload):  # cases: phasebench/plugin/__init__.py
+def test_training_run(request, benchmark, new_worker, utilization_of, settings, progress, pairing, impl, device, workload):  # cases: phasebench/plugin/__init__.py
     spawn = new_worker(impl, device, workload)
     one_shot = registry.get(impl).one_shot is not None
     runs = []
@@ -128,9 +187,28 @@ def test_training_run(benchmark, new_worker, utilization_of, settings, progress,
     benchmark.group = "training_run"
     schema.write(benchmark, schema.TrainingRunInfo, implementation=impl, language=registry.get(impl).language,
                  reference=registry.get(impl).pair, device=device, phase="training_run", **workload.as_info())
-    # The rounds' utilization, sampled from this process across each round's train request (nothing in the worker).
-    with utilization_of.rounds(impl, device) as each_round:
-        benchmark.pedantic(one_run, rounds=settings.run_rounds, warmup_rounds=0, iterations=1)  # each a cold start
+    if pairing.applies:
+        # Paired in time (docs/method.md#paired-in-time): the group's first case runs every side's rounds in turn.
+        paired = pairing.measure_once(lambda group: measure_paired_runs(group, device, workload, settings, new_worker,
+                                                                        utilization_of, progress, plan))
+        runs.extend(paired.runs[impl])
+        replay = iter(runs)
+
+        def replayed_run():
+            worker_clock.advance(next(replay)["program_ns"])
+
+        schema.write(benchmark, schema.TrainingRunInfo, phase_ratios=phase_ratios(impl, paired) or None,
+                     machine_fit=paired.fitness[impl].as_info(),
+                     **pairing_info(impl, {name: [run["program_ns"] / 1e9 for run in own]
+                                           for name, own in paired.runs.items()}, paired.unpaired, 1, None))
+        benchmark.pedantic(replayed_run, rounds=len(runs), warmup_rounds=0, iterations=1)
+        utilization_of.record_windows(impl, device, paired.windows[impl])
+    else:
+        if benchmark.enabled:
+            schema.write(benchmark, schema.TrainingRunInfo, unpaired=why_unpaired(request.config))
+        # The rounds' utilization, sampled from this process across each round's train request (nothing in the worker).
+        with utilization_of.rounds(impl, device) as each_round:
+            benchmark.pedantic(one_run, rounds=settings.run_rounds, warmup_rounds=0, iterations=1)  # each a cold start
     # The loop alone, with no phase timers: asked for by --free-running, always checked under --benchmark-disable.
     free, free_use = None, {}
     if settings.free_running:

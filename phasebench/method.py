@@ -21,6 +21,10 @@ different methods are never compared (phasebench/results.py's mismatch). Raise M
    iterations), calibrated from its warm-up calls or taken from the compared baseline, and recorded
    (docs/method.md#calls-per-round): such a phase's median is a median of per-round means. The clocks are those of
    method 5.
+7. A phase's implementations are measured side by side in time, in alternating blocks of rounds, and a training
+   run's rounds alternate fresh workers (docs/method.md#paired-in-time); a phase's calls per round follow one rule,
+   the faster side's median warm-up call, whatever the draw; every ratio is saved with its 95 % interval. The clocks
+   are those of method 6.
 
 METHOD_SOURCES are those sources; METHOD_SOURCES_HASH is their hash when METHOD_VERSION was last set, and
 tests/test_method.py fails when they change without it being recorded again (`python -m phasebench.method
@@ -36,7 +40,7 @@ from pathlib import Path
 
 from phasebench.repository import ROOT
 
-METHOD_VERSION = 6
+METHOD_VERSION = 7
 METHOD_SOURCES = (
     "phasebench/train/timing.py",  # the clock around a body, its synchronization, its CPU and fault reads
     "phasebench/train/phases.py",  # what each phase prepares (untimed) and times
@@ -45,6 +49,7 @@ METHOD_SOURCES = (
     "phasebench/worker/server.py",  # the worker: what it loads before any clock
     "phasebench/worker/startup.py",  # the set-up's clock: CUDA's initialization and the trainer's construction
     "phasebench/plugin/calibration.py",  # how many calls a round a short phase is timed as
+    "phasebench/plugin/pairing.py",  # which sides are measured together, and in what sequence of blocks
     "cpp/src/clock.cpp",
     "cpp/src/phases.cpp",
     "cpp/src/run.cpp",
@@ -53,7 +58,7 @@ METHOD_SOURCES = (
     "cpp/src/model.cpp",  # the model and optimizer built in set-up and in optimizer_init
     "cpp/src/step.h",  # the step's pieces the forward, loss and backward clocks hold
 )
-METHOD_SOURCES_HASH = "bdafa493fd1f7b92"
+METHOD_SOURCES_HASH = "2fbcab02109c6b82"
 
 
 def method_sources_hash(root: Path = ROOT) -> str:

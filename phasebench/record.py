@@ -85,3 +85,25 @@ class Case(Utilization):
     rounds: int | None = saved_field("count", "the counted rounds (`--rounds`; a training run's: `--run-rounds`)")
     warmup_rounds: int | None = saved_field("count", "the uncounted rounds before them (`--warmup-rounds`; 0 for a "
                                                      "training run)")
+    # Paired timing (docs/method.md#paired-in-time): absent from a case that is not paired, and from results saved
+    # before it existed.
+    paired_with: list | None = saved_field("list of text", "the implementations measured side by side with it in "
+                                                           "alternating blocks, in the first sweep's order; null where "
+                                                           "the case was timed unpaired (`unpaired` says why)")
+    pair_block_rounds: int | None = saved_field("count", "counted rounds per block of the paired measurement (a "
+                                                         "training run's block is one fresh worker's run)")
+    block_medians_s: list | None = saved_field("list of s", "each of its blocks' median (per call), in the order "
+                                                            "measured: what the ratio's pairs are made of")
+    ratio: dict | None = saved_field("object", "its time over its reference's, from the paired blocks: `to` (the "
+                                               "reference), `estimate` (the median of the blocks' ratios), `low` and "
+                                               "`high` (its rank interval; null below 6 pairs), `confidence`, `pairs`, "
+                                               "`half_width` (a fraction), `decided` (`half_width` within "
+                                               "phasebench/stats.py's `DECIDED_HALF_WIDTH`), `undecided` (why not, "
+                                               "or null), `leaves_out` (what spread the interval does not hold)")
+    unpaired: str | None = saved_field("text", "why the case, or its reference, was timed unpaired; null where paired")
+    machine_fit: dict | None = saved_field("object", "paired cases: whether the machine could measure it "
+                                                     "(docs/method.md#a-machine-unfit-to-measure): "
+                                                     "`run_queue_wait_share` (its worker's threads' time waiting for a "
+                                                     "core over their time on one, across its blocks), `load_per_core` "
+                                                     "(the load average per core at the first block's start and the "
+                                                     "last block's end), `fit`, and `why` not")

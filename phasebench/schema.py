@@ -134,7 +134,8 @@ class PhaseInfo(Case):
                                                   "`--count` and for a one-shot phase")
     iterations_from: str | None = saved_field("text", "`calibrated`: from the warm-up calls against the target round; "
                                                       "`phase`: those the phase's first-timed implementation calibrated "
-                                                      "in the run; `baseline`: the baseline's of `--benchmark-compare`; "
+                                                      "in an unpaired run; `pair`: from every side's warm-up, the "
+                                                      "fastest side's median call against the target round; `baseline`: the baseline's of `--benchmark-compare`; "
                                                       "null where a round is one call by rule")
 
 
@@ -170,6 +171,10 @@ class CountedPhaseInfo(PhaseInfo):
                                                                         "nothing was simulated")
 
 
+# TrainingRunInfo.phase_ratios' keys beside the phases': the Summed Time's ratio and the process total's.
+SUMMED_RATIO, PROCESS_TOTAL_RATIO = "summed", "process_total"
+
+
 @dataclass
 class TrainingRunInfo(Case):
     """bench/test_training_run.py: the published run end to end; the benchmark's time is its Total Time."""
@@ -198,6 +203,10 @@ class TrainingRunInfo(Case):
                                                             "rounds")
     phase_cpu_cores: float | None = saved_field("cores", "the worker process's CPU time over the timed phases' summed "
                                                          "wall time")
+    phase_ratios: dict | None = saved_field("object", "paired runs only: each timed phase's in-run total over its "
+                                                      "reference's, from the same pairs of rounds as `ratio`, keyed by "
+                                                      "phase, and the Summed Time's (`summed`) and the process "
+                                                      "total's (`process_total`), each as `ratio` is")
     free_running: dict | None = saved_field("object", "with `--free-running`: the run without phase timers: `total_s`, "
                                                       "`loop_s`, `process_total_s`, `one_shot` and `one_shot_s` (a "
                                                       "phase run once, e.g. a compile), and its own `gpu` and `cpu`; "

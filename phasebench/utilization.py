@@ -234,6 +234,24 @@ class Monitor:
         self._record(benchmark, impl, device, *figures(spans))
 
     @contextmanager
+    def window(self, worker, into: list):
+        """Samples `worker` while the block runs, as watch does, and appends the window to `into`, for a case measured
+        before its benchmark runs (a paired measurement's blocks: phasebench/plugin/pairing.py); record_windows puts
+        the windows together into the case's extra_info, as watch_rounds does."""
+        if not self.sampling:
+            yield
+            return
+        with self._span(worker) as span:
+            yield
+        into.append(span)
+
+    def record_windows(self, benchmark, impl: str, device: str, spans: list) -> None:
+        if not self.sampling:
+            schema.write(benchmark, schema.Utilization, gpu=None, cpu=None)
+            return
+        self._record(benchmark, impl, device, *figures(spans))
+
+    @contextmanager
     def watch_beside(self, benchmark, worker, name: str, into: dict):
         """Samples `worker` while the block runs as watch does, for a run that a case reports beside its rounds (the
         training run's free-running run): its figures go into `into` ("gpu", "cpu"; null as watch's are), not into
@@ -303,6 +321,14 @@ class CaseWatch:
         """`with utilization_of.rounds(impl, device) as each:` and in each round `with each(worker):`, where every
         round is a fresh worker (Monitor.watch_rounds)."""
         return self.monitor.watch_rounds(self.benchmark, impl, device)
+
+    def window(self, worker, into: list):
+        """`with utilization_of.window(worker, spans):` one block of a paired measurement (Monitor.window)."""
+        return self.monitor.window(worker, into)
+
+    def record_windows(self, impl: str, device: str, spans: list) -> None:
+        """The paired measurement's windows of this case's implementation into its extra_info."""
+        self.monitor.record_windows(self.benchmark, impl, device, spans)
 
     def beside(self, worker, name: str, into: dict):
         """`with utilization_of.beside(worker, name, into):` a run reported beside the rounds (Monitor.watch_beside)."""

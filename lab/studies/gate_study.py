@@ -18,10 +18,10 @@ from pathlib import Path
 
 from phasebench.gate.decide import DEFAULT_THRESHOLD, Run
 from phasebench.gate.options import parse_percent
-from phasebench.gate.stats import CONFIDENCE, t_quantile
 from phasebench.gate.verdict import short
 from phasebench.registry import NAMES
 from phasebench.spec import TRAINING_PHASES
+from phasebench.stats import CONFIDENCE, t_quantile
 from tests.knobs import parse_slow_phase
 
 POWER = 0.8  # of the whole gate; a regression must fail twice (first runs, then the rerun), so each stage needs √0.8

@@ -9,8 +9,8 @@ import argparse
 
 from phasebench import results
 from phasebench.gate.decide import DEFAULT_THRESHOLD, Run, decide, table
-from phasebench.gate.stats import change_either_way
 from phasebench.saved import SavedResult
+from phasebench.stats import change_either_way
 
 PROG = "phasebench.gate"
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from phasebench import results
-from phasebench.gate.stats import change_either_way
 from phasebench.gate.verdict import is_gated
 from phasebench.saved import SavedResult
+from phasebench.stats import change_either_way
 
 # What a run draws or reads anew each time by design, so that two runs of one tree on one machine differ in it: the
 # seed of the run order (--order-seed; the cases' own `order` records where each ran), and the CPU's momentary clock
@@ -51,15 +51,37 @@ def phase_medians(result: SavedResult) -> dict[tuple[str, str, str], dict[str, f
     return medians
 
 
+def paired_ratios(result: SavedResult) -> dict[tuple[str, str, str], dict[str, dict]]:
+    """{(phase, device, workload id): {implementation: its saved paired ratio}} of a result's paired cases."""
+    found: dict[tuple[str, str, str], dict[str, dict]] = {}
+    for key, case in result.cases.items():
+        ratio = getattr(case.info, "ratio", None)
+        if is_gated(key) and ratio:
+            found.setdefault((key.phase, key.device, key.workload), {})[key.implementation] = ratio
+    return found
+
+
 @dataclass(frozen=True)
 class RatioChange:
     phase: str
     device: str
-    before: float  # impl median / reference median in the baseline
+    before: float  # impl / reference in the baseline: its paired ratio's estimate, else the medians' ratio
     after: float  # and in this run
     workload: str = ""  # its id; '' for the published workload
     impl: str = "python"
     reference: str = "cpp"
+    low: float | None = None  # this run's 95 % interval of `after`, where it was paired and the interval exists
+    high: float | None = None
+
+    def verdict(self, limit: float) -> str:
+        """`moved` (beyond the baseline's ratio moved by limit percent either way), `unchanged` (within), or with an
+        interval `undecided`: moved only where the interval lies wholly beyond, unchanged only where wholly within."""
+        if self.low is None:
+            return "moved" if self.percent > limit else "unchanged"
+        up, down = self.before * (1 + limit / 100), self.before / (1 + limit / 100)
+        if self.low > up or self.high < down:
+            return "moved"
+        return "unchanged" if down <= self.low and self.high <= up else "undecided"
 
     @property
     def loser(self) -> str:
@@ -74,14 +96,16 @@ class RatioChange:
     def __str__(self) -> str:
         other = self.reference if self.loser == self.impl else self.impl
         where = f"{self.device}, {self.workload}" if self.workload else self.device
-        return (f"{self.phase} on {where}: {self.impl}/{self.reference} median ratio {self.before:.3f} → "
-                f"{self.after:.3f}, {self.loser} {self.percent:.1f}% slower relative to {other}")
+        interval = f" [{self.low:.3f}, {self.high:.3f}]" if self.low is not None else ""
+        return (f"{self.phase} on {where}: {self.impl}/{self.reference} ratio {self.before:.3f} → "
+                f"{self.after:.3f}{interval}, {self.loser} {self.percent:.1f}% slower relative to {other}")
 
 
 def ratio_changes(baseline: SavedResult, current: SavedResult) -> list[RatioChange]:
     """Every (phase, device, workload) and implementation whose median and its reference's are in both,
     largest change first (docs/gating.md#baselines-and-ci-gating)."""
     before, after = phase_medians(baseline), phase_medians(current)
+    paired_before, paired_after = paired_ratios(baseline), paired_ratios(current)
     changes = []
     for key in before.keys() & after.keys():
         phase, device, workload_id = key
@@ -89,7 +113,17 @@ def ratio_changes(baseline: SavedResult, current: SavedResult) -> list[RatioChan
             pairs = before[key], after[key]
             if all(medians[impl] and medians[reference] for medians in pairs):
                 ratio_before, ratio_after = (medians[impl] / medians[reference] for medians in pairs)
-                changes.append(RatioChange(phase, device, ratio_before, ratio_after, workload_id, impl, reference))
+                low = high = None
+                saved_before = paired_before.get(key, {}).get(impl)
+                if saved_before and saved_before.get("to") == reference:
+                    ratio_before = saved_before["estimate"]
+                saved_after = paired_after.get(key, {}).get(impl)
+                if saved_after and saved_after.get("to") == reference:
+                    ratio_after, low, high = saved_after["estimate"], saved_after["low"], saved_after["high"]
+                    if low is None:  # too few pairs for an interval: nothing can be decided
+                        low, high = 0.0, float("inf")
+                changes.append(RatioChange(phase, device, ratio_before, ratio_after, workload_id, impl, reference,
+                                           low, high))
     return sorted(changes, key=lambda change: (-change.percent, change.phase, change.device, change.workload,
                                                change.impl))
 
@@ -114,5 +148,15 @@ def gate_failures(baselines: dict[str, SavedResult], current: SavedResult, ratio
                 failures.append(f"--phase-ratio-fail: no phase has python and cpp medians, nor any implementation and its "
                                 f"reference, both here and in {path}")
             failures += [f"{change}, over the {ratio_limit}% limit (baseline {path})"
-                         for change in changes if change.percent > ratio_limit]
+                         for change in changes if change.verdict(ratio_limit) == "moved"]
     return failures
+
+
+def undecided_ratios(baselines: dict[str, SavedResult], current: SavedResult, ratio_limit: int | None) -> list[str]:
+    """With ratio_limit, every ratio whose interval in this run neither lies wholly beyond the baseline's ratio moved by
+    the limit nor wholly within it: the run could not decide whether it moved."""
+    if ratio_limit is None or not current.benchmarks:
+        return []
+    return [f"{change}: its interval holds both a move of {ratio_limit}% and none (baseline {path})"
+            for path, baseline in baselines.items() for change in ratio_changes(baseline, current)
+            if change.verdict(ratio_limit) == "undecided"]

@@ -32,9 +32,9 @@ import statistics
 from dataclasses import dataclass
 
 from phasebench import results
-from phasebench.gate.stats import Change, paired_change
 from phasebench.gate.verdict import Verdict, is_gated, short
 from phasebench.saved import SavedResult, SavedResultError
+from phasebench.stats import Change, paired_change
 
 DEFAULT_THRESHOLD = 10.0  # percent: docs/gating.md#baselines-and-ci-gating says where it comes from
 

@@ -9,7 +9,7 @@ name that listing does nothing.
 
 Its parts, each a plugin module of its own: options, session, fixtures, cases (the collection hooks), terminal (the
 header and the answer), gating (baselines and --phase-ratio-fail), counting (--count instructions), switches
-(--round-checks, and the resolution of the lab's --omp-wait-policy and --pins); and hooks, the hooks a suite's
+(--round-checks, and the resolution of the lab's --omp-wait-policy and --pins), pairing (paired timing); and hooks, the hooks a suite's
 conftest.py implements to name its own tests (bench/conftest.py does).
 """
 
@@ -24,7 +24,7 @@ from phasebench.plugin.session import COMMIT_ENV, DIRTY_ENV, ORDER_SEED_INPUT, P
 
 pytest_plugins = ["phasebench.plugin.options", "phasebench.plugin.fixtures", "phasebench.plugin.cases",
                   "phasebench.plugin.terminal", "phasebench.plugin.gating", "phasebench.plugin.counting",
-                  "phasebench.plugin.switches"]
+                  "phasebench.plugin.switches", "phasebench.plugin.pairing"]
 
 
 def pytest_addhooks(pluginmanager):

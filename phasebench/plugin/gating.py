@@ -2,8 +2,9 @@
 phasebench/plugin/__init__.py.
 
 pytest-benchmark compares and fails on its own (--benchmark-compare, --benchmark-compare-fail). This adds:
-- --phase-ratio-fail=X%: fail when the median ratio of an implementation to its reference (python/cpp for the
-  published pair) moved more than X% from the baseline's, per phase, device and workload;
+- --phase-ratio-fail=X%: fail when the ratio of an implementation to its reference (python/cpp for the published
+  pair) moved more than X% from the baseline's, per phase, device and workload; a paired ratio only when its interval
+  lies wholly beyond, and one whose interval straddles the limit is undecided (exit status UNDECIDED_EXIT);
 - a baseline that is missing or unreadable, or was measured by another method (phasebench/results.py), stops the
   run before it starts, in one line naming the file
   (pytest-benchmark only warns, runs everything, then fails with a traceback, or compares nothing);
@@ -26,22 +27,27 @@ from pytest_benchmark.session import PerformanceRegression
 from pytest_benchmark.storage.file import FileStorage
 
 from phasebench import results, schema
-from phasebench.gate.compare import gate_failures, machine_info_differences, without_per_run
+from phasebench.gate.compare import gate_failures, machine_info_differences, undecided_ratios, without_per_run
 from phasebench.gate.options import parse_percent
 from phasebench.method import METHOD_VERSION
 from phasebench.saved import SavedResult, SavedResultError
 
 _FAILURES = pytest.StashKey[list]()
+_UNDECIDED = pytest.StashKey[list]()
+# The exit status of a compared run whose ratio gate decided no regression but left some ratio undecided: neither a
+# pass (0) nor a regression (1), nor any of pytest's own (2-5).
+UNDECIDED_EXIT = 6
 _WARNING_FILTERS = pytest.StashKey[list]()
 
 
 def pytest_addoption(parser):
     parser.getgroup("phasebench").addoption(
         "--phase-ratio-fail", type=parse_percent, metavar="X%",
-        help="with --benchmark-compare: fail when the median ratio of an implementation to its reference "
+        help="with --benchmark-compare: fail when the ratio of an implementation to its reference "
              "(python/cpp for the published pair) moved more than X%% from the baseline's, per phase, device and "
-             "workload, either way (the figure varies less across machines than the medians) (default: not "
-             "given: no ratio gate)")
+             "workload, either way (the figure varies less across machines than the medians); a paired ratio fails "
+             "only when its 95%% interval lies wholly beyond that, and one whose interval straddles it is undecided: "
+             "the run ends with exit status 6 (default: not given: no ratio gate)")
 
 
 def _benchmark_session(config):
@@ -158,10 +164,14 @@ def pytest_sessionfinish(session):
     # The baselines pytest-benchmark compared with, read again here: an older format is migrated (phasebench/saved.py).
     baselines = {path: SavedResult.load(bs.storage.path / path) for path in bs.compared_mapping}
     failures = gate_failures(baselines, current, limit)
+    undecided = undecided_ratios(baselines, current, limit)
     session.config.stash[_FAILURES] = failures
+    session.config.stash[_UNDECIDED] = undecided
     # pytest-benchmark reports its own --benchmark-compare-fail verdict (performance_regressions) below.
     if (failures or bs.performance_regressions) and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    elif undecided and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = UNDECIDED_EXIT
 
 
 @pytest.hookimpl(wrapper=True)
@@ -172,6 +182,12 @@ def pytest_terminal_summary(terminalreporter, config):
         pass  # pytest-benchmark raises it out of pytest (a traceback); the exit status says it already
     finally:
         failures = config.stash.get(_FAILURES, [])
+        undecided = config.stash.get(_UNDECIDED, [])
+        if undecided:
+            terminalreporter.section(f"phasebench: ratio gate undecided (exit status {UNDECIDED_EXIT})", sep="-",
+                                     yellow=True, bold=True)
+            for line in undecided:
+                terminalreporter.write_line(line, yellow=True)
         if failures:
             terminalreporter.section("phasebench: regression gate failed", sep="-", red=True, bold=True)
             for line in failures:

@@ -8,6 +8,7 @@ import pytest
 from phasebench import data
 from phasebench.plugin import calibration, switches
 from phasebench.plugin.cases import left_out_line
+from phasebench.plugin.pairing import BLOCK_ROUNDS, why_unpaired
 from phasebench.plugin.session import PhasebenchSession
 
 
@@ -22,17 +23,23 @@ def pytest_report_header(config):
     gpu = m["gpu"]["name"] if m["gpu"] else f"none ({settings.cuda_reason})"
     # docs/method.md#calls-per-round: one call a round where nothing is timed or a count has no clock to resolve
     one_call = config.getoption("benchmark_disable", False) or settings.count
+    unpaired = why_unpaired(config)
     calls = ("one call a round" if one_call else
-             f"each round as many calls as fill {calibration.ROUND_TARGET_S * 1e6:g} µs (at most "
-             f"{calibration.MAX_ITERATIONS}; a compared case: its baseline's)")
+             f"each round as many calls as {'the faster side' if not unpaired else 'its'} median warm-up call "
+             f"fills {calibration.ROUND_TARGET_S * 1e6:g} µs in (at most {calibration.MAX_ITERATIONS}; a compared "
+             f"case: its baseline's)")
     seed_source = ", the baseline's" if settings.order_seed_from == "baseline" else ""
+    order = (f"each phase's implementations side by side in time, in alternating blocks of {BLOCK_ROUNDS} rounds "
+             f"(A B B A …), the first drawn from seed {settings.order_seed}" if not unpaired else
+             f"each phase's implementations one after the other (unpaired: {unpaired}), in a random order, seed "
+             f"{settings.order_seed}")
+    run_rounds = (f"{settings.run_rounds} pair(s) of rounds, each a fresh worker, alternating (A B B A …)"
+                  if not unpaired else f"{settings.run_rounds} rounds")
     timing = (f"phasebench: timing: each phase inside its worker process, python by time.perf_counter_ns, cpp by "
               f"std::chrono::steady_clock (the device synchronized at both ends on cuda), {settings.rounds} "
               f"rounds after {settings.warmup_rounds} warm-up calls, {calls}"
               f"{f' over {settings.processes} fresh workers per case' if settings.processes > 1 else ''}; "
-              f"training_run: {settings.epochs} epoch(s), {settings.run_rounds} rounds, no warm-up; each phase's "
-              f"implementations in a random order, seed {settings.order_seed}"
-              f"{seed_source} "
+              f"training_run: {settings.epochs} epoch(s), {run_rounds}, no warm-up; {order}{seed_source} "
               f"(--order-seed {settings.order_seed} runs this order again)")
     ours = [
         f"phasebench: data: {source}",

@@ -123,12 +123,34 @@ def net_median(stats: dict, bench: SavedCase) -> float | None:
 
 
 def direction(ratio: float, counted: bool = False) -> str:
-    """A time over its reference's, the one way the suite writes a ratio (terminal, report, charts, README): 2.41×
-    slower, 0.96× faster, 1.00× the same (to the hundredth); of instruction counts, 1.20× more or 0.80× fewer
-    instructions."""
-    text = f"{ratio:.2f}×"
+    """A time over its reference's, the one way the suite writes a ratio (terminal, report, charts, README), always as
+    a factor of at least 1 with its direction in words: 2.41× slower, 1.04× faster, 1.00× the same (to the
+    hundredth); of instruction counts, 1.20× more or 1.25× fewer instructions."""
+    factor = ratio if ratio >= 1 else 1 / ratio
+    text = f"{factor:.2f}×"
     if text == "1.00×":
         return f"{text} the same"
     if counted:
         return f"{text} more instructions" if ratio > 1 else f"{text} fewer instructions"
     return f"{text} slower" if ratio > 1 else f"{text} faster"
+
+
+UNDECIDED = "undecided"
+
+
+def paired_direction(ratio: dict) -> str:
+    """A paired ratio (a case's saved `ratio`) as the answer writes it: its direction with its 95 % interval in the same
+    terms, 2.10× slower [1.96, 2.27] or 1.60× faster [1.52, 1.70]; "undecided" where the run could not decide it
+    (undecided_lines says why)."""
+    if not ratio.get("decided"):
+        return UNDECIDED
+    estimate, low, high = ratio["estimate"], ratio["low"], ratio["high"]
+    bounds = (low, high) if estimate >= 1 else (1 / high, 1 / low)
+    return f"{direction(estimate)} [{bounds[0]:.2f}, {bounds[1]:.2f}]"
+
+
+def undecided_lines(undecided: dict[str, dict]) -> list[str]:
+    """{row label: its saved ratio} of the undecided ratios of a table, a line each saying why."""
+    return [f"{UNDECIDED}: {label}: {ratio['undecided']}"
+            + (f" (its pairs' median {direction(ratio['estimate'])})" if ratio.get("estimate") else "")
+            for label, ratio in undecided.items()]

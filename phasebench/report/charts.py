@@ -20,7 +20,7 @@ from phasebench.report.cases import (
     workload_of_id,
     workloads_of,
 )
-from phasebench.report.findings import direction
+from phasebench.report.findings import direction, paired_direction
 from phasebench.results import ratio_pairs
 from phasebench.saved import SavedCase, SavedResult
 from phasebench.spec import STEP_IN_RUN
@@ -40,7 +40,7 @@ def _run_rows(bench: SavedCase) -> dict[str, float | None]:
 
 
 def _bar_panel(axis, labels: list[str], values: dict[str, dict[int, float]], spreads: dict[str, dict[int, tuple]],
-               unit: str, drawn: dict) -> None:
+               unit: str, drawn: dict, paired: dict[int, dict] | None = None) -> None:
     """One group of bars per label, one bar per implementation of the published pair, log scale; above each group
     the ratio with its direction, or what was not measured (never a silent gap)."""
     from matplotlib.patches import Patch
@@ -55,7 +55,11 @@ def _bar_panel(axis, labels: list[str], values: dict[str, dict[int, float]], spr
                  color=CHART_COLORS[impl])
     python, cpp = (values[impl] for impl in IMPLEMENTATIONS)
     for i in range(len(labels)):
-        if i in python and i in cpp and python[i] and cpp[i]:
+        if (paired or {}).get(i):  # measured side by side: the paired ratio with its interval, as the answer says
+            ratio = paired[i]["estimate"]
+            text = paired_direction(paired[i]).replace("× ", "×\n").replace(" [", "\n[")
+            color = "grey" if not paired[i].get("decided") else "black" if ratio >= 1 else "#1a7f37"
+        elif i in python and i in cpp and python[i] and cpp[i]:
             ratio = python[i] / cpp[i]
             text, color = direction(ratio).replace("× ", "×\n"), "black" if ratio >= 1 else "#1a7f37"
         else:
@@ -80,6 +84,42 @@ def _bar_panel(axis, labels: list[str], values: dict[str, dict[int, float]], spr
     axis.legend(handles=legend, loc="lower right", bbox_to_anchor=(1, 1), ncol=2, fontsize="small", frameon=False)
 
 
+def _paired_points(cases: dict, device: str) -> list[tuple[str, dict]]:
+    """(label, Python's saved ratio to C++) for each phase and training-run row that was paired, in the tables' order."""
+    points = []
+    for phase in PHASES:
+        bench = cases.get((phase.name, "python", device))
+        if bench is not None and (bench.info.ratio or {}).get("to") == "cpp":
+            points.append((phase.label, bench.info.ratio))
+    run = cases.get(("training_run", "python", device))
+    if run is not None and (run.info.ratio or {}).get("to") == "cpp":
+        points.append(("Total Time", run.info.ratio))
+        points += [(f"in run: {phase.label}", ratio) for phase in RUN_PHASES
+                   if (ratio := (run.info.phase_ratios or {}).get(phase.name))]
+    return points
+
+
+def _ratio_panel(axis, points: list[tuple[str, dict]], drawn: dict) -> None:
+    """Each paired ratio as a point with its interval as error bars, log scale, 1 marked; an undecided one hollow."""
+    for i, (label, ratio) in enumerate(points):
+        estimate, low, high = ratio["estimate"], ratio.get("low"), ratio.get("high")
+        error = [[estimate - low], [high - estimate]] if low is not None else None
+        decided = ratio.get("decided")
+        axis.errorbar([i], [estimate], yerr=error, fmt="o", capsize=4, color="black" if decided else "grey",
+                      markerfacecolor="black" if decided else "white")
+        text = paired_direction(ratio)
+        axis.annotate(text.replace(" [", "\n["), (i, high if high is not None else estimate), xytext=(0, 8),
+                      textcoords="offset points", ha="center", fontsize="x-small",
+                      color="black" if decided else "grey")
+        drawn["annotations"].append((label, text))
+    axis.axhline(1.0, color="grey", linewidth=0.8)
+    axis.set_yscale("log")
+    axis.margins(y=0.3)
+    axis.set_ylabel("Python / C++ (log scale)")
+    axis.set_xticks(range(len(points)), [label for label, _ in points], rotation=20, ha="right")
+    axis.grid(axis="y", alpha=0.3)
+
+
 def chart(path: Path, result: SavedResult, title: str) -> dict:
     """Per device that ran: per phase, Python vs C++ median per call with IQR error bars, and the training run's
     published rows (seconds); above each pair Python / C++ with its direction, as the terminal summary writes it
@@ -100,6 +140,8 @@ def chart(path: Path, result: SavedResult, title: str) -> dict:
             panels.append((device, "phases"))
         if any(("training_run", impl, device) in cases for impl in IMPLEMENTATIONS):
             panels.append((device, "training_run"))
+        if _paired_points(cases, device):
+            panels.append((device, "ratios"))
     drawn = {"panels": [], "annotations": [], "caption": ""}
     if not panels:
         panels, ran = [], []
@@ -113,7 +155,13 @@ def chart(path: Path, result: SavedResult, title: str) -> dict:
             spreads = {impl: {i: ((s["median"] - s["q1"]) * 1e3, (s["q3"] - s["median"]) * 1e3) for i, s in by_slot.items()}
                        for impl, by_slot in stats.items()}
             name = f"{device}: per phase, one call"
-            _bar_panel(axis, labels, values, spreads, "median per call (ms)", drawn)
+            paired = {i: bench.info.ratio for i, phase in enumerate(PHASES)
+                      if (bench := cases.get((phase.name, "python", device))) is not None
+                      and (bench.info.ratio or {}).get("to") == "cpp"}
+            _bar_panel(axis, labels, values, spreads, "median per call (ms)", drawn, paired)
+        elif kind == "ratios":
+            name = f"{device}: Python / C++ with its 95 % interval, paired in time"
+            _ratio_panel(axis, _paired_points(cases, device), drawn)
         else:
             rows = {impl: _run_rows(cases["training_run", impl, device]) for impl in IMPLEMENTATIONS
                     if ("training_run", impl, device) in cases}
@@ -128,6 +176,9 @@ def chart(path: Path, result: SavedResult, title: str) -> dict:
         axes[0, 0].set_axis_off()
     caption = ("bars: median; error bars: interquartile range of the rounds; above a pair: Python / C++, "
                "below 1 (green) Python is faster")
+    if any(kind == "ratios" for _, kind in panels):
+        caption += ("\nwhere paired in time, Python / C++ is the median of the paired blocks' ratios with its 95 % "
+                    "interval; the ratio panel draws it as error bars")
     if left_out:
         caption += "\n" + "; ".join(left_out)
     drawn["caption"] = caption

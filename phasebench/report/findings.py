@@ -12,11 +12,14 @@ from phasebench.report.cases import (
     NOT_RUN,
     PHASES,
     RUN_PHASES,
+    UNDECIDED,
     devices_of,
     direction,
     impls_of,
     median_ms,
+    paired_direction,
     phase_total,
+    undecided_lines,
     workload_of_id,
     workloads_of,
 )
@@ -25,9 +28,41 @@ from phasebench.saved import SavedResult
 
 # --- the answer at a glance: pytest's terminal summary (phasebench/plugin/__init__.py) and the report ------------
 
-def _ratio_cells(values: dict[str, float | None], pairs: list[tuple[str, str]], counted: bool = False) -> list[str]:
-    return [direction(values[impl] / values[reference], counted) if values.get(impl) and values.get(reference)
-            else "—" for impl, reference in pairs]
+def _ratio_cells(values: dict[str, float | None], pairs: list[tuple[str, str]], counted: bool = False,
+                 paired: dict[str, dict | None] | None = None, label: str = "",
+                 undecided: dict[str, dict] | None = None) -> list[str]:
+    """Each pair's ratio: the paired ratio with its interval where the run measured the pair side by side (`paired`:
+    {implementation: its saved ratio}), else the ratio of the medians; an undecided one goes into `undecided`."""
+    cells = []
+    for impl, reference in pairs:
+        ratio = (paired or {}).get(impl)
+        if ratio and ratio.get("to") == reference:
+            cells.append(paired_direction(ratio))
+            if cells[-1] == UNDECIDED and undecided is not None:
+                undecided[label] = ratio
+        elif values.get(impl) and values.get(reference):
+            cells.append(direction(values[impl] / values[reference], counted))
+        else:
+            cells.append("—")
+    return cells
+
+
+def unfit_lines(cases: dict, device: str, workload_id: str) -> list[str]:
+    """A line for each case of a device and workload that the machine could not measure (its saved machine_fit)."""
+    return [f"the machine could not measure {phase} ({impl}): {fit['why']}"
+            for (phase, impl, case_device, case_workload), bench in cases.items()
+            if (case_device, case_workload) == (device, workload_id)
+            and (fit := getattr(bench.info, "machine_fit", None)) and not fit.get("fit", True)]
+
+
+def _saved_ratio(bench, key: str | None = None) -> dict | None:
+    """A case's saved paired ratio, or one of its training run's phase_ratios; None where it has none."""
+    if bench is None:
+        return None
+    info = bench.info
+    if key is None:
+        return getattr(info, "ratio", None)
+    return (getattr(info, "phase_ratios", None) or {}).get(key)
 
 
 def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -52,6 +87,8 @@ RATIO_COLUMNS = (("data_loading", "data_loading"), ("train_step", "train_step"),
 
 
 def _run_shape(info: schema.TrainingRunInfo) -> str:
+    if getattr(info, "paired_with", None):
+        return f"{info.epochs} epoch(s), {info.rounds} pair(s) of rounds"
     return (f"{info.epochs} epoch(s), one run (no spread)" if info.rounds == 1
             else f"{info.epochs} epoch(s), median of {info.rounds}")
 
@@ -73,28 +110,46 @@ def verdict(cases: dict, device: str, workload_id: str, pair: tuple[str, str]) -
     if all(runs.values()):
         totals = {impl: bench.median for impl, bench in runs.items()}
         infos = {impl: bench.info for impl, bench in runs.items()}
-        gap = totals[a] - totals[b]
         parts = {phase.name: (phase_total(infos[a], phase.name) or 0.0) - (phase_total(infos[b], phase.name) or 0.0)
                  for phase in RUN_PHASES}
-        line = (f"Verdict: {a}'s Total Time is {direction(totals[a] / totals[b])} than {b}'s "
+        ratio = _saved_ratio(runs[a])
+        said = (paired_direction(ratio) if ratio and ratio.get("to") == b else direction(totals[a] / totals[b]))
+        if said == UNDECIDED:
+            return (f"Verdict: undecided: {a}'s Total Time against {b}'s could not be measured closely enough here: "
+                    f"{ratio['undecided']} ({totals[a]:.2f} against {totals[b]:.2f} s; {_run_shape(infos[a])}).")
+        line = (f"Verdict: {a}'s Total Time is {said} than {b}'s "
                 f"({totals[a]:.2f} against {totals[b]:.2f} s; {_run_shape(infos[a])})")
-        name, most = max(parts.items(), key=lambda item: item[1])
-        if gap > 0 and most > 0:
-            line += f"; {name} makes {most:.2f} s of the {gap:.2f} s gap ({most / gap:.0%})"
-        return line + "."
+        return line + gap_share(parts, "s", ".2f") + "."
     medians = {phase.name: [median_ms(cases, phase.name, impl, device, workload_id) for impl in pair]
                for phase in PHASES if phase.name != "train_step"}
     gaps = {name: x - y for name, (x, y) in medians.items() if x is not None and y is not None}
     step = [median_ms(cases, "train_step", impl, device, workload_id) for impl in pair]
     if None in step or not step[1]:
         return None
-    line = f"Verdict: {a}'s train_step is {direction(step[0] / step[1])} than {b}'s per call (no training run here)"
-    gap = sum(gaps.values())
-    if gaps and gap > 0:
-        name, most = max(gaps.items(), key=lambda item: item[1])
-        if most > 0:
-            line += f"; {name} makes {most:.3f} ms of the phases' {gap:.3f} ms gap ({most / gap:.0%})"
-    return line + "."
+    ratio = _saved_ratio(cases.get(("train_step", a, device, workload_id)))
+    said = paired_direction(ratio) if ratio and ratio.get("to") == b else direction(step[0] / step[1])
+    if said == UNDECIDED:
+        return (f"Verdict: undecided: {a}'s train_step against {b}'s could not be measured closely enough here: "
+                f"{ratio['undecided']}.")
+    line = f"Verdict: {a}'s train_step is {said} than {b}'s per call (no training run here)"
+    return line + gap_share(gaps, "ms", ".3f") + "."
+
+
+def gap_share(parts: dict[str, float], unit: str, spec: str) -> str:
+    """Which phase makes most of the phases' gap, as a share within 0–100 % of their summed gap; where phases moved in
+    opposite directions, it says so with each one's move instead of a share."""
+    if not parts:
+        return ""
+    name, most = max(parts.items(), key=lambda item: item[1])
+    gap = sum(parts.values())
+    if most <= 0 or gap <= 0:
+        return ""
+    against = {phase: part for phase, part in parts.items() if part < 0 and -part >= 0.01 * most}
+    if against:
+        moves = ", ".join(f"{phase} {part:+{spec}} {unit}" for phase, part in
+                          sorted(parts.items(), key=lambda item: -abs(item[1]))[:4])
+        return f"; the phases moved in opposite directions ({moves})"
+    return f"; {name} makes {most:{spec}} {unit} of the phases' {gap:{spec}} {unit} gap ({most / gap:.0%})"
 
 
 def _every_implementation(cases: dict, device: str, workload_id: str, present: list[str],
@@ -142,11 +197,13 @@ def answer(result: SavedResult) -> list[tuple[str, list[str]]]:
             first = verdict(cases, device, workload_id, headline) if headline and not counted else None
             if first:
                 lines += textwrap.wrap(first, 100, subsequent_indent="  ") + [""]
+            undecided: dict[str, dict] = {}
             for phase in PHASES:
                 medians = {impl: median_ms(cases, phase.name, impl, device, workload_id) for impl in pair}
+                paired = {impl: _saved_ratio(cases.get((phase.name, impl, device, workload_id))) for impl in pair}
                 if any(value is not None for value in medians.values()):
                     rows.append([phase.name] + [NOT_RUN if value is None else f"{value:.4f}" for value in medians.values()]
-                                + _ratio_cells(medians, pairs, counted))
+                                + _ratio_cells(medians, pairs, counted, paired, phase.name, undecided))
             if rows:
                 lines += _aligned([f"phase: median {'instructions ' if counted else ''}per call"]
                                   + [f"{impl} ({unit})" for impl in pair] + ratio_header, rows)
@@ -154,19 +211,26 @@ def answer(result: SavedResult) -> list[tuple[str, list[str]]]:
             if runs:
                 infos = {impl: bench.info for impl, bench in runs.items()}
                 shapes = sorted({_run_shape(info) for info in infos.values()})
-                run_rows = [("Total Time", lambda bench, info: bench.median),
-                            ("Summed Time", lambda bench, info: info.summed_median_s)]
-                run_rows += [(phase.label, lambda bench, info, name=phase.name: phase_total(info, name))
+                # (label, its value, the key of its paired ratio: None the case's own, else in its phase_ratios)
+                run_rows = [("Total Time", lambda bench, info: bench.median, None),
+                            ("Summed Time", lambda bench, info: info.summed_median_s, schema.SUMMED_RATIO)]
+                run_rows += [(phase.label, lambda bench, info, name=phase.name: phase_total(info, name), phase.name)
                              for phase in RUN_PHASES]
-                run_rows.append(("Process Total (spawn to exit)", lambda bench, info: info.total_median_s))
+                run_rows.append(("Process Total (spawn to exit)", lambda bench, info: info.total_median_s,
+                                 schema.PROCESS_TOTAL_RATIO))
                 rows = []
-                for label, read in run_rows:
+                for label, read, key in run_rows:
                     values = {impl: read(runs[impl], infos[impl]) if impl in runs else None for impl in pair}
+                    paired = {impl: _saved_ratio(runs.get(impl), key) for impl in pair}
                     if any(value is not None for value in values.values()):
                         rows.append([label] + [NOT_RUN if value is None else f"{value:.4f}" for value in values.values()]
-                                    + _ratio_cells(values, pairs))
+                                    + _ratio_cells(values, pairs, paired=paired, label=label, undecided=undecided))
                 lines += ([""] if lines else []) + _aligned(
                     ["training run: " + "; ".join(shapes)] + [f"{impl} (s)" for impl in pair] + ratio_header, rows)
+            if any(_saved_ratio(bench) for key, bench in cases.items() if key[2:] == (device, workload_id)):
+                lines += ["", "Each ratio: the median of its pairs of blocks measured side by side, with its 95 % "
+                              "interval (docs/method.md#every-ratio-with-its-interval)."]
+            lines += undecided_lines(undecided) + unfit_lines(cases, device, workload_id)
             others = [] if counted else _every_implementation(cases, device, workload_id, present, tuple(pair))
             if others:
                 lines += ([""] if lines else []) + ["Every other implementation against its reference (per call; "

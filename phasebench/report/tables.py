@@ -10,7 +10,7 @@ import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from phasebench import registry
+from phasebench import registry, schema
 from phasebench.data import SYNTHETIC_WARNING
 from phasebench.method import METHOD_VERSION
 from phasebench.report.cases import (
@@ -27,12 +27,13 @@ from phasebench.report.cases import (
     impls_of,
     median_ms,
     net_median,
+    paired_direction,
     phase_total,
     utilization,
     workload_of_id,
 )
 from phasebench.results import ratio_pairs
-from phasebench.saved import SavedResult
+from phasebench.saved import SavedCase, SavedResult
 
 COLUMN_NAMES = {"python": "Python", "cpp": "CPP"}  # the published table's spelling
 
@@ -47,12 +48,22 @@ class Table:
 
 # --- the published table's shape ---------------------------------------------------------------
 
-def difference(python: float | None, cpp: float | None) -> list:
+def difference(python: float | None, cpp: float | None, paired: dict | None = None) -> list:
     """Python - CPP, and Python / CPP written as every ratio of the suite is (findings.direction: "2.41× slower"),
-    where the published table gave (Python - CPP) / CPP in percent."""
+    where the published table gave (Python - CPP) / CPP in percent; with Python's saved paired ratio to CPP, that
+    ratio with its interval (cases.paired_direction)."""
     if python is None or cpp is None:
         return [None, None]
+    if paired and paired.get("to") == "cpp":
+        return [python - cpp, paired_direction(paired)]
     return [python - cpp, direction(python / cpp) if cpp else None]
+
+
+def _paired(bench: SavedCase | None, key: str | None = None) -> dict | None:
+    """A case's saved paired ratio (key None), or one of its training run's phase_ratios."""
+    if bench is None:
+        return None
+    return bench.info.ratio if key is None else (bench.info.phase_ratios or {}).get(key)
 
 
 def run_table(cases: dict, device: str, method: int = METHOD_VERSION) -> Table:
@@ -71,6 +82,14 @@ def run_table(cases: dict, device: str, method: int = METHOD_VERSION) -> Table:
     def line(label: str, read) -> tuple[str, dict]:
         return label, {impl: read(info) for impl, info in infos.items()}
 
+    python_run = runs.get("python")
+    paired = {"Total Time": _paired(python_run), "Summed Time": _paired(python_run, schema.SUMMED_RATIO),
+              "Process Total (spawn to exit)": _paired(python_run, schema.PROCESS_TOTAL_RATIO)}
+    paired |= {phase.label: _paired(python_run, phase.name) for phase in RUN_PHASES}
+    if any(paired.values()):
+        table.title = table.title.replace("median of", "paired in time, median of")
+        table.notes.append("Python / CPP: the median of the pairs of rounds' ratios with its 95 % interval where the "
+                           "rounds were paired (docs/method.md#every-ratio-with-its-interval)")
     if method >= 2:  # the benchmark's own time is the program's, measured in the worker
         lines = [("Total Time", {impl: bench.median for impl, bench in runs.items()})]
         process_total = line("Process Total (spawn to exit)", lambda info: info.total_median_s)
@@ -95,7 +114,8 @@ def run_table(cases: dict, device: str, method: int = METHOD_VERSION) -> Table:
     recorded = [(label, values) for label, values in lines if any(value is not None for value in values.values())]
     for index, (label, values) in enumerate(recorded):
         cells = [values[impl] if impl in runs else NOT_RUN for impl in ("python", "cpp")]
-        table.rows.append([index, label, *cells] + difference(values.get("python"), values.get("cpp")))
+        table.rows.append([index, label, *cells] + difference(values.get("python"), values.get("cpp"),
+                                                                paired.get(label)))
     return table
 
 
@@ -141,7 +161,7 @@ def phase_table(cases: dict, device: str) -> Table:
             row += [device_clock_median(cases.get((phase.name, impl, device)), name) for name, _ in clocks]
         compared = nets if nets.keys() == medians.keys() else medians
         raw_differences = raw_differences or (compared is medians and len(medians) > 1)
-        row += difference(compared.get("python"), compared.get("cpp"))
+        row += difference(compared.get("python"), compared.get("cpp"), _paired(cases.get((phase.name, "python", device))))
         row += [utilization(cases.get((phase.name, impl, device)), kind) for kind, _, _ in kinds for impl in IMPLEMENTATIONS]
         table.rows.append(row)
     table.notes.append("diff and Python / CPP compare the net medians" if not raw_differences

@@ -7,7 +7,7 @@ Each run is one pytest session of the two grad_sync cases (`-k "test_dist_phase 
 with which implementation goes first alternating from run to run (--impl's order), each case's worlds fresh. A run's
 ratio is python-allreduce's grad_sync over cpp-allreduce's (each the slowest rank's median inside its worker), both
 from the same session; the interval is Student's t on
-the runs' log-ratios (phasebench.gate.stats.paired_change, the gate's own). Target: within 1.1x; "not resolved" when
+the runs' log-ratios (phasebench.stats.paired_change, the gate's own). Target: within 1.1x; "not resolved" when
 the interval spans 1.1. Run from the repository root.
 """
 
@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # this checkout's phasebench, not an installed one
 
-from phasebench.gate.stats import paired_change  # noqa: E402
 from phasebench.report.distributed import phase_s  # noqa: E402
 from phasebench.saved import SavedResult  # noqa: E402
+from phasebench.stats import paired_change  # noqa: E402
 
 IMPLS = ("python-allreduce", "cpp-allreduce")
 TARGET = 1.1

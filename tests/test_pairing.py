@@ -1,0 +1,131 @@
+"""Paired timing (phasebench/plugin/pairing.py, bench/test_phases.py's measure_paired; docs/method.md#paired-in-time):
+the balanced sequence and its seed, one rule for calls per round whichever side is drawn first, a failed measurement
+failing every case of its group, and a side that cannot run leaving the other measured alone."""
+
+from __future__ import annotations
+
+import types
+from collections import Counter
+
+import pytest
+
+from bench.test_phases import PairedSide, measure_paired, paired_iterations
+from phasebench.plugin import pairing
+from phasebench.plugin.calibration import calibrated_iterations
+from phasebench.plugin.cases import run_order
+from phasebench.spec import TRAINING_PHASES
+
+
+def test_the_blocks_alternate_in_a_balanced_sequence():
+    assert pairing.block_schedule(("python", "cpp"), 4) == [
+        (0, "python"), (0, "cpp"), (1, "cpp"), (1, "python"), (2, "python"), (2, "cpp"), (3, "cpp"), (3, "python")]
+    three = [impl for _, impl in pairing.block_schedule(("a", "b", "c"), 2)]
+    assert three == ["a", "b", "c", "c", "b", "a"]
+    # Over an even number of sweeps every side holds each place of a sweep equally often: no side always goes first.
+    places = Counter((index % 3, impl) for index, (_, impl) in enumerate(pairing.block_schedule(("a", "b", "c"), 4)))
+    assert places == {(0, "a"): 2, (2, "c"): 2, (1, "b"): 4, (0, "c"): 2, (2, "a"): 2}
+    assert pairing.block_sizes(100, 5) == [5] * 20 and pairing.block_sizes(12, 5) == [5, 5, 2]
+
+
+def test_which_side_goes_first_is_drawn_from_the_seed_and_shared_out():
+    """The same seed, the same first side for every phase; over the phases each side goes first about half the
+    time; another seed, another draw."""
+    impls = ("python", "cpp")
+    firsts = {seed: [run_order(seed, phase, "cpu", "", list(impls), impls)[0] for phase in TRAINING_PHASES]
+              for seed in (1, 2)}
+    assert firsts[1] == [run_order(1, phase, "cpu", "", ["cpp", "python"], impls)[0] for phase in TRAINING_PHASES]
+    for drawn in firsts.values():
+        assert abs(drawn.count("python") - drawn.count("cpp")) <= 1, drawn
+    assert firsts[1] != firsts[2]
+
+
+def _side(warmup_ms: list[float]) -> PairedSide:
+    return PairedSide(worker=None, taken=[(None, int(ms * 1e6), None) for ms in warmup_ms])
+
+
+def test_one_rule_for_calls_per_round_whichever_side_is_first():
+    """The faster side's median warm-up call into the round's target, whichever side warmed up first; a compared
+    run takes its baseline's, and a baseline holding one side only is refused."""
+    slow, fast = [0.040, 0.041, 0.039], [0.012, 0.011, 0.013]  # ms
+    expected = calibrated_iterations([int(ms * 1e6) for ms in fast])
+    assert expected > 1
+    for order in (("python", "cpp"), ("cpp", "python")):
+        sides = {impl: _side(slow if impl == "python" else fast) for impl in order}
+        assert paired_iterations(sides, 3, lambda impl: None) == (expected, "pair")
+        assert paired_iterations(sides, 3, lambda impl: 7) == (7, "baseline")
+        with pytest.raises(RuntimeError, match="python: 7, cpp: no case|cpp: no case"):
+            paired_iterations(sides, 3, lambda impl: 7 if impl == "python" else None)
+
+
+def test_a_failed_measurement_fails_every_case_of_its_group():
+    store = pairing.PairStore()
+    group = ("python", "cpp")
+    first = pairing.Pairing(store, ("test_phase", "forward"), group, "bench/test_phases.py::test_phase[forward-python-cpu]")
+    second = pairing.Pairing(store, ("test_phase", "forward"), group, "bench/test_phases.py::test_phase[forward-cpp-cpu]")
+
+    def measure(measured_group):
+        raise RuntimeError("the cpp worker died: signal 11")
+
+    with pytest.raises(RuntimeError, match="signal 11"):
+        first.measure_once(measure)
+    with pytest.raises(pytest.fail.Exception, match=r"run by .*forward-python-cpu\], failed: RuntimeError: the cpp "
+                                                    r"worker died: signal 11"):
+        second.measure_once(lambda measured_group: pytest.fail("measured twice"))
+
+
+class FakeWorker:
+    """A worker whose every call takes `ns`; its round records' requests answer as the real ones do."""
+
+    def __init__(self, ns: int):
+        self.ns, self.pid, self.calls = ns, None, 0
+
+    def run_phase(self, phase, checks):
+        self.calls += 1
+        return types.SimpleNamespace(ns=self.ns, product={}, counted=None)
+
+    def request(self, message):
+        return types.SimpleNamespace(canary_ns=1)
+
+
+class NoWindows:
+    def window(self, worker, into):
+        from contextlib import nullcontext
+
+        return nullcontext()
+
+
+def test_a_side_that_cannot_run_leaves_the_other_measured_alone():
+    workers = {"python": FakeWorker(2_000_000)}
+
+    def worker_for(impl, device, workload):
+        if impl not in workers:
+            pytest.skip("no C++ compiler here")
+        return workers[impl]
+
+    settings = types.SimpleNamespace(warmup_rounds=2, rounds=10, count=None,
+                                     switches=types.SimpleNamespace(checks=False))
+    measured = measure_paired(("python", "cpp"), "forward", "cpu", None, settings, worker_for, NoWindows(),
+                              lambda impl: None)
+    assert list(measured.sides) == ["python"] and measured.unpaired == {"cpp": "cpp cannot run here: no C++ compiler here"}
+    assert measured.sides["python"].blocks == [0.002, 0.002] and workers["python"].calls == 2 + 10
+    info = pairing.pairing_info("python", {"python": measured.sides["python"].blocks}, measured.unpaired, 5, None)
+    assert info["unpaired"] == "cpp cannot run here: no C++ compiler here" and "ratio" not in info
+
+
+def test_an_undecided_ratio_gets_more_blocks_up_to_as_many_again():
+    """Blocks whose ratio swings between 1× and 3× stay undecided: the measurement doubles its sweeps and stops."""
+    class Swinging(FakeWorker):
+        def run_phase(self, phase, checks):
+            self.calls += 1
+            return types.SimpleNamespace(ns=self.ns * (3 if (self.calls // 5) % 2 else 1), product={}, counted=None)
+
+    workers = {"python": Swinging(1_000_000), "cpp": FakeWorker(1_000_000)}
+    settings = types.SimpleNamespace(warmup_rounds=0, rounds=30, count=None,
+                                     switches=types.SimpleNamespace(checks=False))
+    measured = measure_paired(("python", "cpp"), "forward", "cpu", None, settings,
+                              lambda impl, device, workload: workers[impl], NoWindows(), lambda impl: None)
+    assert measured.rounds == 60 and len(measured.sides["python"].blocks) == 12
+    steady = {"python": FakeWorker(2_000_000), "cpp": FakeWorker(1_000_000)}
+    measured = measure_paired(("python", "cpp"), "forward", "cpu", None, settings,
+                              lambda impl, device, workload: steady[impl], NoWindows(), lambda impl: None)
+    assert measured.rounds == 30
