@@ -19,6 +19,7 @@ written (tests/test_docs_recipes.py)."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from pathlib import Path
@@ -290,9 +291,30 @@ def test_the_readme_answer_is_the_saved_results():
         cells = [cell for cell in re.split(r"\s{2,}", line.strip()) if cell]
         if cells:
             printed.setdefault(cells[0], cells[1:4])
-    table = [[cell.strip() for cell in row.strip("|").split("|")] for row in text.splitlines()
+    cpu_answer = text.split("\n## The answer", 1)[1].split("\n#", 1)[0]  # the GPU preview's table follows it
+    table = [[cell.strip() for cell in row.strip("|").split("|")] for row in cpu_answer.splitlines()
              if row.startswith("| ") and "the network's phases together" not in row]
     rows = [row for row in table if row[0] in printed]
     assert len(rows) >= 6, table
     for label, *cells in rows:
         assert cells == printed[label], label
+
+
+def page_table(text: str, header: list[str]) -> list[list[str]]:
+    """The Markdown table of a page whose header row is `header`: its header and rows, the alignment row dropped."""
+    lines = text.split("| " + " | ".join(header) + " |\n", 1)[1].splitlines()
+    body = [line for line in itertools.takewhile(lambda line: line.startswith("|"), lines)][1:]
+    return [header] + [[cell.strip() for cell in line.strip("|").split("|")] for line in body]
+
+
+def test_the_readmes_gpu_table_is_the_reports_headline_of_the_saved_preview(tmp_path, capsys):
+    """The README's GPU preview, as its provenance pages repeat it, is what `python -m phasebench.report --headline`
+    prints for the saved run, cell for cell."""
+    from phasebench.report import cli
+    from tests.test_report_headline import PREVIEW_PACK, PREVIEW_RUN, headline_rows, unpacked
+
+    assert cli.main([str(unpacked(PREVIEW_PACK, PREVIEW_RUN, tmp_path)), "--headline"]) == 0
+    printed = headline_rows(capsys.readouterr().out, "cuda")
+    assert len(printed) == 8
+    for page in (README, ROOT / "docs/results.md", ROOT / "results/gpu-preview/README.md"):
+        assert page_table(page.read_text(encoding="utf8"), printed[0]) == printed, page.name

@@ -23,6 +23,7 @@ from phasebench.saved import SavedResult
 from phasebench.worker import cpp_lib
 from tests.child_runs import run_suite
 from tests.test_report import COMPLETE, markdown_rows, run_report, section
+from tests.test_report_headline import PREVIEW_PACK, PREVIEW_PHASES, unpacked
 
 
 class Calls:
@@ -160,13 +161,14 @@ def test_the_report_shows_them_beside_the_wall_time_where_present(capsys, tmp_pa
     assert "Python host CPU (ms)" not in markdown_rows(section(out, "cpu"), "**Per phase on cpu")[0]
 
 
-@pytest.mark.parametrize("path", ["results/h200/h200-cuda.json", "results/answer/default-run-3.json"])
-def test_results_saved_without_them_load_and_report(path, capsys, tmp_path):
-    cases = SavedResult.load(ROOT / path).published()
+@pytest.mark.parametrize("pack, path", [(PREVIEW_PACK, PREVIEW_PHASES), (None, "results/answer/default-run-3.json")])
+def test_results_saved_without_them_load_and_report(pack, path, capsys, tmp_path):
+    saved = unpacked(pack, path, tmp_path) if pack else ROOT / path  # the preview: the phases on cuda, method 4
+    cases = SavedResult.load(saved).published()
     for device in {key[2] for key in cases}:
         table = phase_table(cases, device)
         assert table.rows and not [header for header, _ in table.columns if "host CPU" in header or "GPU (ms)" in header]
-    out, _ = run_report(capsys, ROOT / path, "--out", tmp_path)
+    out, _ = run_report(capsys, saved, "--out", tmp_path / "report")
     assert "Per phase on" in out and "host CPU" not in out
 
 

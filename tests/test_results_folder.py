@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tarfile
 from pathlib import Path
 
 from phasebench.repository import ROOT
@@ -200,3 +201,110 @@ def test_a_page_naming_an_old_method_as_current_is_found(tmp_path):
     (tmp_path / "README.md").write_text("## The answer\n\nsaved in `results/answer/run.json`\n")
     found = current_method_problems(tmp_path)
     assert len(found) == 2 and "docs/results.md: names method" in found[0] and "README.md: its answer" in found[1]
+
+
+# A preview: a cited result of another method that is no clean committed tree's measurement with the pinned torch on
+# real data. A page may cite one only with its label in the section that cites it: the words below, each drawn from
+# the saved file, so that a reader cannot take it for a current result.
+PIN = re.compile(r"^torch==([\w.]+)", re.M)
+HEADING = re.compile(r"^#{1,6} ", re.M)
+
+
+def saved_results(path: Path) -> list[tuple[dict, object]]:
+    """(raw JSON, SavedResult) of a cited .json file, or of each .json member of a .tar.xz pack; what is no
+    pytest-benchmark result is left out."""
+    from phasebench.saved import SavedResult, SavedResultError
+
+    if path.name.endswith(".tar.xz"):
+        with tarfile.open(path) as tar:
+            texts = [(f"{path}:{member.name}", tar.extractfile(member).read()) for member in tar.getmembers()
+                     if member.isfile() and member.name.endswith(".json")]
+    elif path.suffix == ".json":
+        texts = [(str(path), path.read_bytes())]
+    else:
+        return []
+    found = []
+    for name, text in texts:
+        raw = json.loads(text)
+        try:
+            found.append((raw, SavedResult.from_json(raw, name)))
+        except SavedResultError:
+            continue
+    return found
+
+
+def preview_label(raw: dict, result, pin: str) -> list[str]:
+    """The words a preview's citation needs beside it; [] for a result that is no preview."""
+    from phasebench import schema
+    from phasebench.method import METHOD_VERSION
+
+    machine, commit = result.machine, result.commit_info
+    torch = (machine.torch or "").split("+")[0]
+    dirty = [line[3:] for line in commit.get("porcelain") or []] if commit.get("dirty") else []
+    if result.method == METHOD_VERSION or not (dirty or commit.get("dirty") or torch != pin
+                                               or machine.dataset == "synthetic"):
+        return []
+    words = ["preview", "not comparable", f"method {result.method}", f"the current method is {METHOD_VERSION}"]
+    words += dirty
+    if torch != pin:
+        words += [f"torch {'.'.join(torch.split('.')[:2])}", f"the pin is {pin}"]
+    if machine.dataset == "synthetic":
+        words.append("synthetic data")
+    cores = (raw.get("machine_info", {}).get("cpu") or {}).get("count")
+    if cores:
+        words.append(f"{cores} cores")
+    if any(isinstance(case.info, schema.TrainingRunInfo) and case.info.rounds == 1 for case in result.cases.values()):
+        words.append("no spread")
+    if any(isinstance(case.info, schema.PhaseInfo) for case in result.cases.values()):
+        words.append(f"{machine.rounds} rounds")  # the per-call phases' rounds
+    return words
+
+
+def unlabelled_previews(root: Path, page: str = "README.md") -> list[str]:
+    """Each citation of a preview in `page` whose section (from the heading above it to the next) lacks a word of its
+    label, as 'page: path lacks ...'."""
+    pin = PIN.search((root / "requirements.txt").read_text(encoding="utf8")).group(1)
+    text = (root / page).read_text(encoding="utf8")
+    starts = [0] + [match.start() for match in HEADING.finditer(text)] + [len(text)]
+    problems = []
+    for begin, end in zip(starts, starts[1:]):
+        section = text[begin:end]
+        for cited in sorted(set(BARE.findall(section))):
+            path = root / cited
+            if not path.is_file():
+                continue
+            needed = [word for raw, result in saved_results(path) for word in preview_label(raw, result, pin)]
+            # What the section says: no link's target, no path (the preview's folder may be named so).
+            shown = BARE.sub("", re.sub(r"\]\([^)]*\)", "]", section)).lower()
+            lacking = [word for word in dict.fromkeys(needed) if word.lower() not in shown]
+            if lacking:
+                problems.append(f"{page}: {cited} lacks " + ", ".join(repr(word) for word in lacking))
+    return problems
+
+
+def test_the_readme_cites_a_preview_only_with_its_label():
+    assert unlabelled_previews(ROOT) == []
+
+
+def test_the_preview_without_its_label_is_found(tmp_path):
+    pack = "results/gpu-preview/run2-setdevice-patched.tar.xz"
+    for name in ("README.md", "requirements.txt", pack):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes((ROOT / name).read_bytes())
+    assert unlabelled_previews(tmp_path) == []
+    readme = (ROOT / "README.md").read_text(encoding="utf8")
+    label = readme.split("**A preview of", 1)[1].split(" Saved in ", 1)[0]
+    (tmp_path / "README.md").write_text(readme.replace("**A preview of" + label, ""), encoding="utf8")
+    found = unlabelled_previews(tmp_path)
+    assert len(found) == 1 and found[0].startswith(f"README.md: {pack} lacks 'method 4', 'the current method is ")
+    for word in ("phasebench/train/state.py", "torch 2.11", "the pin is 2.14.1", "synthetic data", "16 cores",
+                 "no spread", "10 rounds"):
+        assert repr(word) in found[0]
+    heading = readme.split("### On a GPU", 1)[1].split("\n", 1)[0]
+    (tmp_path / "README.md").write_text(readme.replace("**A preview of" + label, "").replace(heading, ""),
+                                        encoding="utf8")
+    assert unlabelled_previews(tmp_path) == [found[0].replace("lacks ", "lacks 'preview', 'not comparable', ")]
+    # The label in another section is not beside the citation.
+    (tmp_path / "README.md").write_text(readme.replace("**A preview of" + label, "")
+                                        + "\n## Elsewhere\n\n**A preview of" + label + "\n", encoding="utf8")
+    assert unlabelled_previews(tmp_path) == found

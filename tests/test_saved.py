@@ -18,9 +18,10 @@ from phasebench.repository import ROOT
 from phasebench.saved import MIGRATIONS, CaseKey, SavedResult, SavedResultError, format_of
 
 # One committed result of each method before formats were recorded, the format it was saved in (the fixtures: the
-# README answers of methods 3 and 5, kept when the answer was measured again).
+# README answers of methods 3 and 5, kept when the answer was measured again, and method 1's hygiene-before-1.json of
+# results/method2/hygiene.tar.xz).
 BY_METHOD = {
-    1: "results/h200/h200-cpu.json",
+    1: "tests/fixtures/method-1-hygiene-before.json",
     2: "results/fill-cpu/loops.json",
     3: "tests/fixtures/method-3-default-run.json",
     4: "results/interventions/timed.json",

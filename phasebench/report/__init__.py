@@ -12,6 +12,7 @@ saved results; tests/test_layers.py checks that no import goes in a circle):
   account of an intervention study follows them, lab/account.py, through cli.render's `account`);
 - fill: the free-running loops, concurrent jobs, ensembles, page faults;
 - findings: the answer at a glance (pytest's terminal summary) and the findings in sentences;
+- headline: one short table of the published pair's training run per device, the README's table of a GPU run;
 - charts: the per-phase chart and the workload chart (matplotlib, imported when drawing);
 - cli: the command.
 

@@ -34,6 +34,9 @@ LibTorch, by symbol) with the interpreter's share in a sentence, and a chart of 
 each phase's python/cpp in instructions beside python/cpp in time from that timed result (the lab's
 `python -m lab.account` adds to it the account of an intervention study,
 docs/results.md#the-account-where-the-gap-between-time-and-instructions-goes).
+With --headline it prints instead, per result and device, one short table of the published pair's training run
+(phasebench/report/headline.py): Total Time, the main phases, the free-running Total Time and the GPU busy %, the
+README's table of a run on a GPU; it writes no files.
 Tables 1 and 2 are of the published pair on the published workload. Cases the result lacks (cpp
 skipped, cuda skipped) are shown as "not run", with the reason where the result records one. Beside
 each table file it writes two charts: per phase, Python vs C++ medians with their IQR, one panel per
@@ -54,6 +57,7 @@ from phasebench.report.charts import chart, scaling_chart
 from phasebench.report.distributed import beyond_table
 from phasebench.report.fill import concurrent_table, ensemble_table, faults_table, loops_table
 from phasebench.report.findings import findings
+from phasebench.report.headline import headline_text
 from phasebench.report.tables import (
     csv_block,
     describe,
@@ -185,11 +189,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--beside", metavar="TIMED",
                         help="for a counted result: a timed result of the same tree, whose python/cpp time ratios "
                              "are set beside the instruction ratios")
+    parser.add_argument("--headline", action="store_true",
+                        help="print only the headline of each result per device, the README's table of a run on a "
+                             "GPU: Total Time, the main phases, the free-running Total Time and the GPU busy %%, "
+                             "Python against C++; nothing is written to --out")
     args = parser.parse_args(argv)
     beside = SavedResult.read(find_result(args.beside, args.storage, PROG), PROG) if args.beside else None
 
     for path in find_results(args.results, args.storage, PROG):
         result = SavedResult.read(path, PROG)
+        if args.headline:
+            sys.stdout.write(headline_text(path, result) + "\n")
+            continue
         text, notes = render(path, result, args.format, beside)
         write_outputs(path, result, text, notes, args.out, args.format, PROG)
     return 0
