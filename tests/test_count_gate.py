@@ -311,3 +311,48 @@ def test_a_cancelled_count_gate_stops_both_sides(tmp_path, serial):
     assert [(tree / "stopped").exists() for tree in trees] == [True, not serial], output
     if serial:
         assert not (trees[1] / "started").exists(), "head started after the cancel"
+
+
+FAKE_COUNT = """import json, os, sys
+from pathlib import Path
+from pytest_benchmark.utils import get_machine_id
+sys.path.insert(0, {root!r})
+from tests.test_count_gate import BASE, counted_json
+
+options = dict(arg[2:].split("=", 1) for arg in sys.argv[1:] if arg.startswith("--") and "=" in arg)
+values = BASE | ({{"forward-python-cpu": [37_281_000] * 3}} if os.environ.get("FAKE_SLOWER") else {{}})
+folder = Path(options["benchmark-storage"].removeprefix("file://")) / get_machine_id()
+folder.mkdir(parents=True)
+(folder / f"0001_{{options['benchmark-save']}}.json").write_text(json.dumps(counted_json(values)))
+"""
+
+
+def test_the_count_gate_is_decided_by_bases_code(tmp_path):
+    """Head's tree provides the code under test, not the judge: a head whose own phasebench.gate.counts passes
+    everything is judged by base's, and its 2 % regression fails the gate."""
+    import os
+    import subprocess
+    import sys
+
+    trees = [tmp_path / "base", tmp_path / "head"]
+    for tree in trees:
+        python = tree / ".venv" / "bin" / "python"
+        python.parent.mkdir(parents=True)
+        (tree / "fake_count.py").write_text(FAKE_COUNT.format(root=str(ROOT)))
+        python.write_text(f'#!/bin/sh\nif [ "$1 $2" = "-m pytest" ]; then shift 2; exec {sys.executable} '
+                          f'{tree / "fake_count.py"} "$@"; fi\nexec {sys.executable} "$@"\n')
+        python.chmod(0o755)
+    (trees[0] / "phasebench").symlink_to(ROOT / "phasebench")  # base's code: this checkout's
+    shadow = trees[1] / "phasebench" / "gate"
+    shadow.mkdir(parents=True)
+    for package in (shadow.parent, shadow):
+        (package / "__init__.py").touch()
+    (shadow / "counts.py").write_text("import sys\nfor flag in ('--markdown', '--json'):\n"
+                                      "    open(sys.argv[sys.argv.index(flag) + 1], 'w').write('passed\\n')\n")
+    done = subprocess.run(["bash", str(ROOT / ".ci" / "bench-pr-count"), *map(str, trees), str(tmp_path / "out")],
+                          env=os.environ | {"PHASEBENCH_NO_INSTALL": "1", "BENCH_PR_COUNT_SERIAL": "1",
+                                            "HEAD_ENV": "FAKE_SLOWER=1"},
+                          capture_output=True, text=True, timeout=120)
+    gate_md = (tmp_path / "out" / "gate.md").read_text()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert gate_md.startswith("## Instruction-count gate: FAILED, 1 regressed"), gate_md
