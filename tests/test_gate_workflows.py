@@ -9,7 +9,6 @@ import shlex
 
 import pytest
 
-from phasebench.gate.decide import ACCEPT_LABEL
 from phasebench.repository import ROOT
 
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -56,6 +55,8 @@ def test_the_gates_run_base_checkouts_scripts_against_heads_checkout():
 
 
 def test_a_maintainers_label_accepts_a_change_and_runs_the_gates_again():
+    from phasebench.gate.decide import ACCEPT_LABEL
+
     benchmark = workflow("benchmark.yml")
     assert {"opened", "synchronize", "reopened", "labeled", "unlabeled"} <= set(
         benchmark["on"]["pull_request"]["types"])
