@@ -88,17 +88,89 @@ def test_the_threshold_is_ten_times_the_measured_spread():
     assert forward.threshold_pct == 2.0 and forward.verdict is Verdict.UNCHANGED  # +2.0 % is not beyond 2.0 %
 
 
-def test_not_comparable_passes_with_a_note(tmp_path):
+def test_base_and_head_that_cannot_be_compared_fail_unless_the_change_is_accepted(tmp_path, capsys):
+    """A base without the mode or with another count bracket fails the gate, naming why in its first line, unless a
+    maintainer accepted the change: then it passes without a verdict."""
     time_base = counted_json(BASE, metric="time")
     time_base["machine_info"]["phasebench"].pop("count")
-    assert "lacks the mode" in counts.not_comparable(SavedResult.from_json(time_base, "time.json"), counted_result(BASE))
-    assert "bracket changed" in counts.not_comparable(counted_result(BASE, bracket="other"), counted_result(BASE))
-    base, head = tmp_path / "base.json", tmp_path / "head.json"
+    assert counts.not_comparable(SavedResult.from_json(time_base, "time.json"), counted_result(BASE)) == [
+        "base holds time, not instruction counts (base lacks the mode)"]
+    assert counts.not_comparable(counted_result(BASE, bracket="other"), counted_result(BASE)) == [
+        f"the count bracket changed (base 'other', head {BRACKET!r})"]
+    base, head, gate_md = tmp_path / "base.json", tmp_path / "head.json", tmp_path / "gate.md"
     base.write_text(json.dumps(counted_json(BASE, bracket="old")))
     head.write_text(json.dumps(counted_json({k: [v[0] * 2] * 3 for k, v in BASE.items()})))
-    assert counts.main(["--base", str(base), "--head", str(head), "--markdown", str(tmp_path / "gate.md")]) == 0
-    assert "Not comparable" in (tmp_path / "gate.md").read_text()
+    assert counts.main(["--base", str(base), "--head", str(head), "--markdown", str(gate_md)]) == 1
+    first = gate_md.read_text().splitlines()[0]
+    assert first.startswith("## Instruction-count gate: FAILED, not comparable (the count bracket changed (base 'old'"), first
+    assert counts.main(["--base", str(base), "--head", str(head), "--markdown", str(gate_md), "--json",
+                        str(tmp_path / "gate.json"), "--accept-change", "new bracket"]) == 0
+    first = gate_md.read_text().splitlines()[0]
+    assert first.startswith("## Instruction-count gate: passed, change accepted (base and head cannot be compared: "
+                            "the count bracket changed"), first
+    assert "accepted by a maintainer: new bracket; no case is judged" in first
+    held = json.loads((tmp_path / "gate.json").read_text())
+    assert held["accepted"] == "new bracket" and held["rows"] == [] and held["note"].startswith("the count bracket")
+    capsys.readouterr()
 
+
+def with_machine(values: dict, **machine) -> dict:
+    held = counted_json(values)
+    held["machine_info"]["phasebench"].update(machine)
+    return held
+
+
+@pytest.mark.parametrize(("base_machine", "head_machine", "reason"), [
+    ({"order_seed": 1}, {"order_seed": 2}, "run order: base 1, head 2"),
+    ({"dataset": "mnist"}, {"dataset": "synthetic"}, "data: base mnist, head synthetic"),
+    ({"torch": "2.14.1"}, {"torch": "2.15.0"}, "torch: base 2.14.1, head 2.15.0"),
+], ids=["run order", "data", "torch"])
+def test_another_run_order_data_or_torch_is_not_comparable(tmp_path, capsys, base_machine, head_machine, reason):
+    base, head = tmp_path / "base.json", tmp_path / "head.json"
+    base.write_text(json.dumps(with_machine(BASE, **base_machine)))
+    head.write_text(json.dumps(with_machine(BASE, **head_machine)))
+    assert counts.main(["--base", str(base), "--head", str(head)]) == 1
+    assert capsys.readouterr().out.startswith(f"## Instruction-count gate: FAILED, not comparable ({reason}; ")
+    assert counts.main(["--base", str(base), "--head", str(head), "--accept-change", "ok"]) == 0
+
+
+def test_calls_per_round_that_differ_are_not_comparable_and_name_the_case(tmp_path, capsys):
+    base, head = tmp_path / "base.json", tmp_path / "head.json"
+    base.write_text(json.dumps(counted_json(BASE)))
+    other = counted_json(BASE)
+    other["benchmarks"][0]["stats"]["iterations"] = 3
+    head.write_text(json.dumps(other))
+    assert counts.main(["--base", str(base), "--head", str(head)]) == 1
+    assert ("not comparable (calls per round of test_phase[forward-python-cpu]: base None, head 3; "
+            in capsys.readouterr().out.splitlines()[0])
+
+
+def test_a_method_change_must_change_the_bracket_or_be_accepted(tmp_path, capsys):
+    """A method change with the same count bracket is refused: a method change that alters what a count holds must
+    change the bracket. Accepted (the counts are unaffected), the counts are judged, and a regression still fails."""
+    base, head, slower = tmp_path / "base.json", tmp_path / "head.json", tmp_path / "slower.json"
+    base.write_text(json.dumps(with_machine(BASE, method=METHOD_VERSION - 1)))
+    head.write_text(json.dumps(counted_json(BASE)))
+    slower.write_text(json.dumps(counted_json(BASE | {"forward-python-cpu": [37_281_000] * 3})))
+    assert counts.main(["--base", str(base), "--head", str(head)]) == 1
+    first = capsys.readouterr().out.splitlines()[0]
+    assert (f"FAILED, not comparable (method: base {METHOD_VERSION - 1}, head {METHOD_VERSION}, but the count bracket "
+            f"is the same (a method change that alters what a count holds must change the bracket") in first, first
+    assert counts.main(["--base", str(base), "--head", str(head), "--accept-change", "clocks only"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("## Instruction-count gate: passed (base vs head") and "| case |" in out
+    assert counts.main(["--base", str(base), "--head", str(slower), "--accept-change", "clocks only"]) == 1
+    assert capsys.readouterr().out.startswith("## Instruction-count gate: FAILED, 1 regressed")
+
+
+def test_a_head_newer_than_the_gates_code_is_not_comparable(tmp_path, capsys):
+    base, head = tmp_path / "base.json", tmp_path / "head.json"
+    base.write_text(json.dumps(counted_json(BASE)))
+    head.write_text(json.dumps(with_machine(BASE, method=METHOD_VERSION + 1)))
+    assert counts.main(["--base", str(base), "--head", str(head)]) == 1
+    assert capsys.readouterr().out.startswith(f"## Instruction-count gate: FAILED, not comparable (method: head "
+                                              f"measured by phasebench method {METHOD_VERSION + 1}; ")
+    assert counts.main(["--base", str(base), "--head", str(head), "--accept-change", "method raised"]) == 0
 
 
 def test_a_count_is_never_compared_with_a_time():
@@ -239,3 +311,48 @@ def test_a_cancelled_count_gate_stops_both_sides(tmp_path, serial):
     assert [(tree / "stopped").exists() for tree in trees] == [True, not serial], output
     if serial:
         assert not (trees[1] / "started").exists(), "head started after the cancel"
+
+
+FAKE_COUNT = """import json, os, sys
+from pathlib import Path
+from pytest_benchmark.utils import get_machine_id
+sys.path.insert(0, {root!r})
+from tests.test_count_gate import BASE, counted_json
+
+options = dict(arg[2:].split("=", 1) for arg in sys.argv[1:] if arg.startswith("--") and "=" in arg)
+values = BASE | ({{"forward-python-cpu": [37_281_000] * 3}} if os.environ.get("FAKE_SLOWER") else {{}})
+folder = Path(options["benchmark-storage"].removeprefix("file://")) / get_machine_id()
+folder.mkdir(parents=True)
+(folder / f"0001_{{options['benchmark-save']}}.json").write_text(json.dumps(counted_json(values)))
+"""
+
+
+def test_the_count_gate_is_decided_by_bases_code(tmp_path):
+    """Head's tree provides the code under test, not the judge: a head whose own phasebench.gate.counts passes
+    everything is judged by base's, and its 2 % regression fails the gate."""
+    import os
+    import subprocess
+    import sys
+
+    trees = [tmp_path / "base", tmp_path / "head"]
+    for tree in trees:
+        python = tree / ".venv" / "bin" / "python"
+        python.parent.mkdir(parents=True)
+        (tree / "fake_count.py").write_text(FAKE_COUNT.format(root=str(ROOT)))
+        python.write_text(f'#!/bin/sh\nif [ "$1 $2" = "-m pytest" ]; then shift 2; exec {sys.executable} '
+                          f'{tree / "fake_count.py"} "$@"; fi\nexec {sys.executable} "$@"\n')
+        python.chmod(0o755)
+    (trees[0] / "phasebench").symlink_to(ROOT / "phasebench")  # base's code: this checkout's
+    shadow = trees[1] / "phasebench" / "gate"
+    shadow.mkdir(parents=True)
+    for package in (shadow.parent, shadow):
+        (package / "__init__.py").touch()
+    (shadow / "counts.py").write_text("import sys\nfor flag in ('--markdown', '--json'):\n"
+                                      "    open(sys.argv[sys.argv.index(flag) + 1], 'w').write('passed\\n')\n")
+    done = subprocess.run(["bash", str(ROOT / ".ci" / "bench-pr-count"), *map(str, trees), str(tmp_path / "out")],
+                          env=os.environ | {"PHASEBENCH_NO_INSTALL": "1", "BENCH_PR_COUNT_SERIAL": "1",
+                                            "HEAD_ENV": "FAKE_SLOWER=1"},
+                          capture_output=True, text=True, timeout=120)
+    gate_md = (tmp_path / "out" / "gate.md").read_text()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert gate_md.startswith("## Instruction-count gate: FAILED, 1 regressed"), gate_md

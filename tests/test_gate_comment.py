@@ -1,12 +1,14 @@
 """The pull request's comment (phasebench.gate.comment), rendered from the gates' saved verdict files of a pass, a
-regression, an improvement and a run that cannot be compared (tests/fixtures/gate-comment/, made by its make.py
-from real saved results), cpu and cuda joined in one; the wall-time gate's own --json; and the workflows that
-render it with read-only permissions and post it from a workflow_run."""
+regression, an improvement, a run that cannot be compared and one whose change a maintainer accepted
+(tests/fixtures/gate-comment/, made by its make.py from real saved results), cpu and cuda joined in one; the
+wall-time gate's own --json; and every verdict file the docs cite. tests/test_gate_post.py posts it,
+tests/test_gate_workflows.py reads the workflows that do."""
 
 from __future__ import annotations
 
 import json
 import re
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from phasebench.repository import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "gate-comment"
 WORKFLOWS = ROOT / ".github" / "workflows"
-OUTCOMES = ("pass", "regression", "improvement", "incomparable")
+OUTCOMES = ("pass", "regression", "improvement", "incomparable", "accepted")
 
 
 def rendered(outcome: str, *extra: Path) -> str:
@@ -69,12 +71,21 @@ def test_an_improvement_passes_and_is_reported():
     assert all(not row[-1].startswith("**") for row in rows)
 
 
-def test_a_run_that_cannot_be_compared_says_why():
+def test_a_run_that_cannot_be_compared_fails_and_says_why():
     text = rendered("incomparable")
-    assert "not comparable" in text.splitlines()[1]
+    assert text.splitlines()[1] == "## phasebench: ❌ **FAILED**: 2 gate(s) could not compare base and head"
     reasons = text.split("### Cases that could not be compared", 1)[1]
-    assert "the count bracket changed" in reasons and "method" in reasons
+    assert "the count bracket changed" in reasons and comment.escape("method: base 6, head 5") in reasons
+    assert reasons.count("; the gate fails") == 2
     assert changed_rows(text) == []
+
+
+def test_a_change_a_maintainer_accepted_passes_and_is_stated():
+    text = rendered("accepted")
+    assert text.splitlines()[1].startswith("## phasebench: ⚪ **change accepted**")
+    reasons = text.split("### Cases that could not be compared", 1)[1]
+    assert reasons.count("; **accepted by a maintainer**: the label benchmark-change-accepted") == 2, reasons
+    assert "| passed, change accepted, no case judged |" in text
 
 
 def test_cpu_and_cuda_join_in_one_comment(tmp_path):
@@ -121,22 +132,6 @@ def test_the_wall_time_gates_verdict_file_holds_what_its_table_says():
     assert loss["low_pct"] < loss["change_pct"] < loss["high_pct"]
 
 
-def test_the_comment_is_rendered_read_only_and_posted_by_a_workflow_run_that_runs_no_pr_code():
-    benchmark = (WORKFLOWS / "benchmark.yml").read_text()
-    job = benchmark[benchmark.index("\n  comment:"):]
-    assert "needs: [cpu, cuda]" in job and "contents: read" in job and "write" not in job
-    assert "python -m phasebench.gate.comment" in job and "name: pr-comment" in job
-    assert "pull_request.head.sha" in job and "pull_request.number" in job
-    compare = (WORKFLOWS / "benchmark-compare.yml").read_text()
-    assert "benchmark/gate.json" in compare and "benchmark-count/gate.json" in compare
-    assert "write" not in compare.split("permissions:", 1)[1].split("jobs:", 1)[0]
-    post = (WORKFLOWS / "benchmark-comment.yml").read_text()
-    assert "workflow_run:" in post and not re.search(r"^\s*pull_request_target:", post, re.M)
-    assert "actions/checkout" not in post and "pull-requests: write" in post
-    assert comment.MARKER in post and "workflow_run.head_sha" in post
-    assert "PATCH" in post and "moved on" in post
-
-
 def test_paired_json_holds_the_reruns_verdicts_and_the_first_runs(tmp_path, capsys):
     from phasebench.gate import paired
     from tests.test_gate_headlines import SLOWED, paired_runs
@@ -152,3 +147,47 @@ def test_paired_json_holds_the_reruns_verdicts_and_the_first_runs(tmp_path, caps
     assert not any(row["verdict"] == "regressed" for row in held["rows"])
     assert sum(row["verdict"] == "regressed" for row in held["first_rows"]) == 2
     assert "❌" not in comment.render([comment.load(out)]).splitlines()[1]
+
+
+def test_older_verdict_words_are_read_as_todays(tmp_path):
+    """The count gate's verdict files from before the gates shared one vocabulary ("regression", "improvement")."""
+    old = tmp_path / "gate.json"
+    old.write_text(json.dumps({"note": None, "rows": [
+        {"case": "bench/test_phases.py::test_phase[forward-python-cpu]", "base": 100, "head": 103, "change_pct": 3.0,
+         "threshold_pct": 0.5, "spread_pct": 0.01, "verdict": "regression"},
+        {"case": "bench/test_phases.py::test_phase[loss-python-cpu]", "base": 100, "head": 90, "change_pct": -10.0,
+         "threshold_pct": 0.5, "spread_pct": 0.01, "verdict": "improvement"}]}))
+    held = comment.load(old)
+    assert [row["verdict"] for row in held["rows"]] == [comment.Verdict.REGRESSED, comment.Verdict.IMPROVED]
+    assert held["gate"] == "instructions"
+    assert comment.render([held]).splitlines()[1] == "## phasebench: ❌ **FAILED**: 1 case(s) regressed"
+
+
+CITED = re.compile(r"results/[\w./-]+?(?:gate\.json|\.tar\.xz|\.tar\.gz)")
+
+
+def cited_verdict_files() -> dict[str, list[tuple[str, bytes]]]:
+    """{each verdict file the docs cite, or archive holding some: [(its name, its bytes)]}."""
+    found: dict[str, list[tuple[str, bytes]]] = {}
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for cited in set(CITED.findall(page.read_text(encoding="utf8"))):
+            path = ROOT / cited
+            if cited.endswith("gate.json"):
+                found[cited] = [(cited, path.read_bytes())]
+            elif path.is_file():
+                with tarfile.open(path) as archive:
+                    members = [m for m in archive.getmembers() if m.isfile() and m.name.endswith("/gate.json")]
+                    if members:
+                        found[cited] = [(m.name, archive.extractfile(m).read()) for m in members]
+    return found
+
+
+def test_every_verdict_file_the_docs_cite_renders(tmp_path):
+    found = cited_verdict_files()
+    assert "results/instruction-counts/study-e677c9f/gated.tar.xz" in found  # docs/results.md's count gate study
+    for cited, files in found.items():
+        for name, data in files:
+            path = tmp_path / "gate.json"
+            path.write_bytes(data)
+            text = comment.render([comment.load(path)])
+            assert text.startswith(comment.MARKER), f"{cited}: {name}"

@@ -71,68 +71,93 @@ def test_the_count_gate_says_its_verdict_first(tmp_path, capsys):
     base.write_text(json.dumps(counted_json(BASE)))
     slower.write_text(json.dumps(counted_json(BASE | {"forward-python-cpu": [37_281_000] * 3})))
     other.write_text(json.dumps(counted_json(BASE, bracket="another bracket")))
-    for base_file, head_file, status, verdict in ((base, slower, 1, "FAILED, 1 regressed"), (base, base, 0, "passed"),
-                                                  (other, base, 0, "not comparable, passes")):
+    for base_file, head_file, status, verdict in ((base, slower, 1, "FAILED, 1 regressed"), (base, base, 0, "passed")):
         assert counts.main(["--base", str(base_file), "--head", str(head_file)]) == status
         assert first_line(capsys.readouterr().out) == (f"## Instruction-count gate: {verdict} "
                                                        "(base vs head, `--count instructions`)")
+    assert counts.main(["--base", str(other), "--head", str(base)]) == 1
+    assert first_line(capsys.readouterr().out).startswith("## Instruction-count gate: FAILED, not comparable (the count "
+                                                          "bracket changed (base 'another bracket'")
 
 
 # -- .ci/bench-pr's gate.md, its shell composition run for real over trees whose pytest saves made-up runs ------------
 
 FAKE_PYTEST = textwrap.dedent('''
     """A tree's pytest for .ci/bench-pr: saves a run of CASES (those named, in a rerun) as --benchmark-save names it;
-    head's runs of the stages in FAKE_SLOW_STAGES have forward-cpp-cpu 50 % slower."""
+    head's runs of the stages in FAKE_SLOW_STAGES have forward-cpp-cpu 50 % slower. Like the plugin, it takes the
+    order seed and each case's calls per round of the run --benchmark-compare names (an --order-seed given wins),
+    else draws its own, and refuses a baseline of another method (a usage error); each run's arguments are appended
+    to the tree's runs.log."""
     import json, os, random, sys
     from pathlib import Path
     from pytest_benchmark.utils import get_machine_id
     sys.path.insert(0, {root!r})
     from tests.test_paired import CASES
 
+    with open(Path(__file__).with_name("runs.log"), "a") as log:
+        log.write(json.dumps(sys.argv[1:]) + "\\n")
     options = dict(arg[2:].split("=", 1) for arg in sys.argv[1:] if arg.startswith("--") and "=" in arg)
     named = [arg.rpartition("::")[2] for arg in sys.argv[1:] if "::" in arg]
     name = options["benchmark-save"]
     stage, side, index = name.rsplit("-", 2)
     slow = side == "head" and stage in os.environ.get("FAKE_SLOW_STAGES", "").split(",")
+    rng, drawn = random.Random(name), random.Random(name + "-order")
+    seed, calls = drawn.randrange(1 << 16), {{case: drawn.randrange(1, 100) for case in CASES}}
+    if "benchmark-compare" in options:
+        baseline = json.loads(Path(options["benchmark-compare"]).read_text())
+        if baseline["machine_info"]["phasebench"]["method"] != {method}:
+            print("ERROR: --benchmark-compare: measured by another method", file=sys.stderr)
+            sys.exit(4)  # pytest's usage error, as the plugin's refusal
+        seed = baseline["machine_info"]["phasebench"]["order_seed"]
+        calls = {{bench["name"]: bench["stats"]["iterations"] for bench in baseline["benchmarks"]}}
+    seed = int(options.get("order-seed", seed))
     folder = Path(options["benchmark-storage"].removeprefix("file://")) / get_machine_id()
     folder.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(name)
     benchmarks = []
     for case, (phase, impl, median, floor) in CASES.items():
         if named and case not in named:
             continue
         value = median * (1 + rng.gauss(0, 0.01)) * (1.5 if slow and case == "test_phase[forward-cpp-cpu]" else 1)
         benchmarks.append({{"fullname": f"bench/test_phases.py::{{case}}", "name": case, "group": phase,
-                           "stats": {{"median": value, "iqr": 0.0, "q1": value, "q3": value, "rounds": 5}},
+                           "stats": {{"median": value, "iqr": 0.0, "q1": value, "q3": value, "rounds": 5,
+                                     "iterations": calls[case]}},
                            "extra_info": {{"phase": phase, "implementation": impl, "device": "cpu",
                                           "timer_floor_s": floor}}}})
     number = len(list(folder.glob("*.json"))) + 1
     (folder / f"{{number:04}}_{{name}}.json").write_text(json.dumps({{
-        "machine_info": {{"phasebench": {{"method": {method}, "dataset": "synthetic"}}}}, "benchmarks": benchmarks}}))
+        "machine_info": {{"phasebench": {{"method": {method}, "dataset": "synthetic", "order_seed": seed}}}},
+        "benchmarks": benchmarks}}))
 ''')
 
 
 def fake_tree(path: Path, method: int) -> Path:
-    """A tree whose .venv/bin/python runs FAKE_PYTEST for `-m pytest` and this interpreter for everything else (the
-    gate and the report: phasebench as installed)."""
+    """A tree whose .venv/bin/python runs FAKE_PYTEST for `-m pytest`, skips the report (its charts take seconds, and
+    the report is no verdict), and runs this interpreter for everything else (the gate: phasebench as installed)."""
     (path / ".venv" / "bin").mkdir(parents=True)
     (path / "fake_pytest.py").write_text(FAKE_PYTEST.format(root=str(ROOT), method=method))
     python = path / ".venv" / "bin" / "python"
     python.write_text(f'#!/bin/sh\nif [ "$1 $2" = "-m pytest" ]; then shift 2; exec {sys.executable} '
-                      f'{path / "fake_pytest.py"} "$@"; fi\nexec {sys.executable} "$@"\n')
+                      f'{path / "fake_pytest.py"} "$@"; fi\nif [ "$1 $2" = "-m phasebench.report" ]; then exit 0; fi\n'
+                      f'exec {sys.executable} "$@"\n')
     python.chmod(0o755)
     return path
 
 
-def bench_pr(tmp_path: Path, slow_stages: str) -> tuple[int, str, str]:
+def bench_pr(tmp_path: Path, slow_stages: str, head_method: int | None = None, **env) -> tuple[int, str, str]:
     from phasebench.method import METHOD_VERSION
 
-    trees = [fake_tree(tmp_path / side, METHOD_VERSION) for side in ("base", "head")]
+    trees = [fake_tree(tmp_path / side, method) for side, method in (("base", METHOD_VERSION),
+                                                                    ("head", head_method or METHOD_VERSION))]
     env = os.environ | {"PHASEBENCH_NO_INSTALL": "1", "GATE_PAIRS": "2",
-                        "HEAD_ENV": f"FAKE_SLOW_STAGES={slow_stages}"}
+                        "HEAD_ENV": f"FAKE_SLOW_STAGES={slow_stages}"} | env
     done = subprocess.run(["bash", str(ROOT / ".ci" / "bench-pr"), *map(str, trees), str(tmp_path / "out"),
                            "--device", "cpu"], env=env, capture_output=True, text=True, timeout=300)
     return done.returncode, (tmp_path / "out" / "gate.md").read_text(), done.stderr
+
+
+def runs_of(tree: Path) -> list[list[str]]:
+    """The arguments of each run of a fake tree's pytest, in order."""
+    return [json.loads(line) for line in (tree / "runs.log").read_text().splitlines()]
 
 
 def test_bench_pr_opens_gate_md_with_the_verdict_after_its_rerun(tmp_path):
@@ -146,3 +171,51 @@ def test_bench_pr_opens_gate_md_with_the_verdict_after_its_rerun(tmp_path):
     assert first_line(gate_md).startswith("**Gate: FAILED, 2 regressed** (confirmed: "), gate_md
     assert "### The first runs (2 regressed; their cases were run again alone, above)" in gate_md
 
+
+
+def test_every_run_after_bases_first_compares_with_it(tmp_path):
+    """Like with like: every run of the gate after base's first, of both sides and of the confirming rerun, takes
+    --benchmark-compare of that run, and so its order seed and each case's calls per round."""
+    status, gate_md, log = bench_pr(tmp_path, "first")
+    assert status == 0 and "running them again alone to confirm" in log, log
+    (first,) = (tmp_path / "out" / "storage").glob("*/0001_first-base-1.json")
+    base, head = runs_of(tmp_path / "base"), runs_of(tmp_path / "head")
+    assert len(base) == len(head) == 4  # two pairs, then two pairs of the rerun
+    assert not [arg for arg in base[0] if arg.startswith("--benchmark-compare")]
+    for arguments in base[1:] + head:
+        assert f"--benchmark-compare={first}" in arguments, arguments
+    saved = [json.loads(path.read_text()) for path in (tmp_path / "out" / "storage").rglob("*.json")]
+    assert len({held["machine_info"]["phasebench"]["order_seed"] for held in saved}) == 1
+
+
+def test_the_decision_is_bases_whatever_head_changed_in_it(tmp_path):
+    """Head's tree provides the code under test, not the judge: a head whose own phasebench.gate.paired passes
+    everything is judged by base's, and its 50 % slowdown fails the gate."""
+    shadow = tmp_path / "head" / "phasebench" / "gate"
+    shadow.mkdir(parents=True)
+    (shadow.parent / "__init__.py").touch()
+    (shadow / "__init__.py").touch()
+    (shadow / "paired.py").write_text("import sys\nprint('**Gate: passed** (head judged itself)')\n"
+                                      "for flag in ('--markdown', '--json'):\n"
+                                      "    if flag in sys.argv:\n"
+                                      "        open(sys.argv[sys.argv.index(flag) + 1], 'w').write('**Gate: passed**\\n')\n")
+    status, gate_md, log = bench_pr(tmp_path, "first,confirm")
+    assert status == 1, log
+    assert first_line(gate_md).startswith("**Gate: FAILED, 2 regressed** (confirmed: "), gate_md
+
+
+def test_a_head_of_another_method_fails_the_gate_unless_accepted(tmp_path):
+    """Head's plugin refuses base's first run as its baseline (another method): its runs take base's run order alone,
+    and the gate fails naming the methods, or passes saying so where a maintainer accepted the change."""
+    from phasebench.method import METHOD_VERSION
+
+    status, gate_md, log = bench_pr(tmp_path / "refused", "", head_method=METHOD_VERSION - 1)
+    assert status == 1, log
+    assert first_line(gate_md).startswith(f"**Gate: FAILED, not comparable** (method: base {METHOD_VERSION}, head "
+                                          f"{METHOD_VERSION - 1} "), gate_md
+    assert "head refused base's first run as its baseline" in log
+    status, gate_md, log = bench_pr(tmp_path / "accepted", "", head_method=METHOD_VERSION - 1,
+                                    GATE_ACCEPT_CHANGE="the label, by a maintainer")
+    assert status == 0, log
+    assert first_line(gate_md).startswith("**Gate: passed, change accepted** (base and head cannot be compared: "
+                                          f"method: base {METHOD_VERSION}, head {METHOD_VERSION - 1} "), gate_md

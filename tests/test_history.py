@@ -16,6 +16,7 @@ import pytest
 from phasebench.history import changes, cli, page, points
 from phasebench.history import series as series_mod
 from phasebench.repository import ROOT
+from phasebench.saved import SavedResult
 from tests.scratch_git import git, new_repo
 
 # (archive, member): --count instructions, method 3; the default timed run, method 3
@@ -140,6 +141,23 @@ def test_series_are_split_by_metric_method_and_machine_and_say_why(tmp_path):
     assert "split on kernel" in lines and "6.1.0-other" in lines
     assert "split on method" in lines
     assert "times and instruction counts are separate series" in lines
+
+
+def test_series_of_different_calls_per_round_are_kept_apart():
+    """A median per call of one call a round and of several is not the same statistic: a case's series is keyed on
+    its calls per round where a round held more than one; one call a round keeps the key it always had."""
+    def key_of(calls: int | None):
+        result = saved("a" * 40, {("loss", "python"): 0.001}, metric="time")
+        if calls is None:
+            result["benchmarks"][0]["stats"].pop("iterations", None)
+        else:
+            result["benchmarks"][0]["stats"]["iterations"] = calls
+        (point,) = points.points_of(SavedResult.from_json(result, "run.json"), "commit")
+        return point.key
+
+    assert key_of(6) != key_of(5)
+    assert ("calls per round", "6") in key_of(6).machine and key_of(6).group() != key_of(5).group()
+    assert key_of(1) == key_of(None) and not [name for name, _ in key_of(1).machine if name == "calls per round"]
 
 
 def test_a_count_that_records_no_glibc_takes_the_one_it_is_said_to_have_run_with(tmp_path):

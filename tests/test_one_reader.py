@@ -18,6 +18,7 @@ NOT_SAVED_RESULTS = {
     ("history/points.py", "_append_locked"): "the compact series file it extends",
     ("gate/counts.py", "load_spreads"): "count_spread.json, the measured spread per case",
     ("gate/comment.py", "load"): "a gate's verdict file (gate.json)",
+    ("gate/post.py", "*"): "GitHub's answers, and the pull request's number and head (pr.json)",
     ("worker/protocol.py", "*"): "the worker protocol's lines",
     ("worker/client.py", "*"): "the worker's reply lines",
     ("worker/torchrun.py", "*"): "torchrun's rank files",

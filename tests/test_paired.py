@@ -53,17 +53,20 @@ CASES = {  # fullname -> (phase, implementation, median seconds, timer floor sec
 
 
 def save_run(path, rng: random.Random, noise: float, slow: dict[str, float] | None = None,
-             method: int = METHOD_VERSION) -> str:
+             method: int = METHOD_VERSION, machine: dict | None = None, iterations: dict[str, int] | None = None) -> str:
     """A saved result with every case of CASES, its median moved by a run offset shared by all cases
-    (the machine) and by its own noise, times 1 + slow[name]."""
+    (the machine) and by its own noise, times 1 + slow[name]; machine_info["phasebench"] has `machine` too, and a
+    case named in `iterations` those calls per round (stats.iterations)."""
     offset = rng.gauss(0, noise)
     benchmarks = []
     for name, (phase, impl, median, floor) in CASES.items():
         value = median * math.exp(offset + rng.gauss(0, noise / 3)) * (1 + (slow or {}).get(name, 0))
-        benchmarks.append({"fullname": f"bench/test_phases.py::{name}", "name": name, "stats": {"median": value},
+        stats = {"median": value} | ({"iterations": iterations[name]} if name in (iterations or {}) else {})
+        benchmarks.append({"fullname": f"bench/test_phases.py::{name}", "name": name, "stats": stats,
                            "extra_info": {"phase": phase, "implementation": impl, "device": "cpu",
                                           "timer_floor_s": floor}})
-    path.write_text(json.dumps({"machine_info": {"phasebench": {"method": method}}, "benchmarks": benchmarks}))
+    path.write_text(json.dumps({"machine_info": {"phasebench": {"method": method} | (machine or {})},
+                                "benchmarks": benchmarks}))
     return str(path)
 
 
@@ -121,17 +124,73 @@ def test_the_command_writes_the_summary_and_the_failing_cases(tmp_path, capsys):
         paired.main(["--base", *base, "--head", *head[:2]])
 
 
-def test_a_change_of_method_is_not_comparable_and_passes_saying_so(tmp_path, capsys):
-    """Head measured by a newer method than base (it changed what a clock holds): no case is judged, even one
-    slowed 50 %, and the summary names both methods; runs of mixed methods within one side stay an error."""
-    old = METHOD_VERSION - 1
-    base = [save_run(tmp_path / f"b{i}.json", random.Random(i), 0.02, method=old) for i in range(3)]
+SAME = {"order_seed": 7, "dataset": "mnist", "torch": "2.14.1"}
+UNLIKE = {  # what differs in head -> (head's machine_info, head's calls per round, the reason's start)
+    "method": ({}, {}, f"method: base {METHOD_VERSION - 1}, head {METHOD_VERSION} "),
+    "run order": ({"order_seed": 8}, {}, "run order: base 7, head 8 "),
+    "data": ({"dataset": "synthetic"}, {}, "data: base mnist, head synthetic "),
+    "torch": ({"torch": "2.15.0"}, {}, "torch: base 2.14.1, head 2.15.0 "),
+    "calls per round": ({}, {"test_phase[forward-cpp-cpu]": 12}, "calls per round of test_phase[forward-cpp-cpu]: "
+                                                                 "base 4, head 12 "),
+}
+
+
+@pytest.mark.parametrize("unlike", UNLIKE)
+def test_base_and_head_that_cannot_be_compared_fail_unless_the_change_is_accepted(tmp_path, capsys, unlike):
+    """Another method, run order, data, torch, or calls per round of a case: no case is judged, even one slowed 50 %;
+    the gate fails naming what differs in its first line, and passes saying so where a maintainer accepted it."""
+    machine, iterations, reason = UNLIKE[unlike]
+    base_method = METHOD_VERSION - 1 if unlike == "method" else METHOD_VERSION
+    calls = {"test_phase[forward-cpp-cpu]": 4}
+    base = [save_run(tmp_path / f"b{i}.json", random.Random(i), 0.02, method=base_method, machine=SAME,
+                     iterations=calls) for i in range(3)]
+    head = [save_run(tmp_path / f"h{i}.json", random.Random(10 + i), 0.02, {"test_phase[forward-cpp-cpu]": 0.5},
+                     machine=SAME | machine, iterations=calls | iterations) for i in range(3)]
+    files = ["--markdown", str(tmp_path / "gate.md"), "--failing", str(tmp_path / "failing.txt"), "--json",
+             str(tmp_path / "gate.json")]
+    assert paired.main(["--base", *base, "--head", *head, *files]) == 1
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    assert first.startswith(f"**Gate: FAILED, not comparable** ({reason}"), first
+    assert "--accept-change REASON" in first and "| case |" not in out
+    assert (tmp_path / "gate.md").read_text() == out and (tmp_path / "failing.txt").read_text() == ""
+    held = json.loads((tmp_path / "gate.json").read_text())
+    assert (held["outcome"], held["accepted"], held["rows"]) == ("not comparable", None, [])
+    assert held["note"].startswith(reason)
+
+    accepted = "the label benchmark-change-accepted, added by a maintainer"
+    assert paired.main(["--base", *base, "--head", *head, *files, "--accept-change", accepted]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(f"**Gate: passed, change accepted** (base and head cannot be compared: {reason}"), first
+    assert f"accepted by a maintainer: {accepted}; no case is judged)" in first
+    held = json.loads((tmp_path / "gate.json").read_text())
+    assert (held["outcome"], held["accepted"]) == ("change accepted", accepted)
+
+
+def test_runs_that_differ_within_a_side_cannot_be_compared_either(tmp_path, capsys):
+    base = [save_run(tmp_path / f"b{i}.json", random.Random(i), 0.02, machine={"order_seed": i}) for i in range(3)]
+    assert paired.main(["--base", *base, "--head", *base]) == 1
+    assert capsys.readouterr().out.startswith("**Gate: FAILED, not comparable** (run order: base 0 and 1 and 2, head "
+                                              "0 and 1 and 2 ")
+
+
+def test_a_head_newer_than_the_gates_code_cannot_be_compared(tmp_path, capsys):
+    """The gate runs base's code: a head that raised the method past what that code reads is not comparable, and
+    fails in one first line that says so, unless accepted."""
+    base = [save_run(tmp_path / f"b{i}.json", random.Random(i), 0.02) for i in range(2)]
+    head = [save_run(tmp_path / f"h{i}.json", random.Random(10 + i), 0.02, method=METHOD_VERSION + 1)
+            for i in range(2)]
+    assert paired.main(["--base", *base, "--head", *head]) == 1
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(f"**Gate: FAILED, not comparable** (method: head measured by phasebench method "
+                            f"{METHOD_VERSION + 1}; this code knows methods up to {METHOD_VERSION}"), first
+    assert paired.main(["--base", *base, "--head", *head, "--accept-change", "method 7"]) == 0
+
+
+def test_an_acceptance_does_not_pass_a_regression_of_comparable_runs(tmp_path, capsys):
+    base = [save_run(tmp_path / f"b{i}.json", random.Random(i), 0.02) for i in range(3)]
     head = [save_run(tmp_path / f"h{i}.json", random.Random(10 + i), 0.02, {"test_phase[forward-cpp-cpu]": 0.5})
             for i in range(3)]
-    status = paired.main(["--base", *base, "--head", *head, "--markdown", str(tmp_path / "gate.md"),
-                          "--failing", str(tmp_path / "failing.txt")])
+    assert paired.main(["--base", *base, "--head", *head, "--accept-change", "a label"]) == 1
     out = capsys.readouterr().out
-    assert status == 0 and "not comparable" in out and f"method {old}, head by method {METHOD_VERSION}" in out
-    assert (tmp_path / "gate.md").read_text() == out and (tmp_path / "failing.txt").read_text() == ""
-    with pytest.raises(SystemExit, match="different measurement methods"):
-        paired.main(["--base", base[0], head[1], "--head", *head[:2]])
+    assert out.startswith("**Gate: FAILED, 2 regressed**") and "can be compared: the gate judged them as usual" in out

@@ -17,7 +17,9 @@ reads saved results; tests/test_layers.py checks that no import goes in a circle
 - counts: the instruction-count gate, `python -m phasebench.gate.counts` (.ci/bench-pr-count), with its thresholds
   file count_spread.json beside it.
 - comment: the pull request's one comment, `python -m phasebench.gate.comment GATE.json …`, rendered from both
-  gates' verdict files (paired's and counts' --json), every device in one.
+  gates' verdict files (paired's and counts' --json), every device in one, each checked and its strings escaped;
+- post: `python -m phasebench.gate.post`, which renders that comment from a pull request's uploaded data and posts it
+  or updates its earlier one (.github/workflows/benchmark-comment.yml).
 
 What the gates do on this machine is measured by the lab's studies (lab/studies/), which this package never imports.
 

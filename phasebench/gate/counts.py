@@ -4,13 +4,16 @@ base's. The threshold of a case comes from its measured spread, never from a han
 spread measured across counts of an unchanged tree (the gate's own count_spread.json beside this module, a copy of
 results/instruction-counts/spread.json, or the file `--spread` names) or, for a case that file lacks, of this job's own
 counted rounds of that case in base and head; at least 0.5 %. A regression beyond it fails; an improvement beyond it
-is reported and never fails. A base without the mode, or whose count bracket differs from head's, is "not
-comparable": the gate passes with a note.
+is reported and never fails. A base and head that cannot be compared (a base without the mode, another count bracket,
+method, run order, data, torch, or calls per round of a case) fail the gate, naming why in its first line, unless
+--accept-change says that a maintainer accepted the change: then it passes without a verdict, except where the method
+alone changed and the count bracket did not, which says the counts are comparable: those are judged.
 
     python -m phasebench.gate.counts --base BASE.json --head HEAD.json [--spread spread.json] [--markdown gate.md]
+        [--accept-change REASON]
 
-Exit status 1 when a case regressed, 0 otherwise, 2 on a usage error or a thresholds file that is missing or
-unreadable. Imports no torch."""
+Exit status 1 when a case regressed or base and head cannot be compared (unaccepted), 0 otherwise, 2 on a usage error
+or a thresholds file that is missing or unreadable. Imports no torch."""
 
 from __future__ import annotations
 
@@ -22,8 +25,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from phasebench import results, schema
+from phasebench.gate.decide import HOW_TO_ACCEPT, newer_than_this_code
 from phasebench.gate.verdict import Verdict, short
-from phasebench.saved import SavedResult
+from phasebench.saved import SavedResult, SavedResultError
 
 SPREAD_FACTOR = 10.0  # the threshold is this many times the spread
 MIN_THRESHOLD = 0.5  # percent
@@ -54,13 +58,41 @@ def bracket_of(result: SavedResult):
     return (result.machine.count or {}).get("bracket")
 
 
-def not_comparable(base: SavedResult, head: SavedResult) -> str | None:
-    """Why base's counts cannot be set against head's, or None."""
+# The reason a method change alone gives, where the count bracket stayed: accepted, the counts are judged.
+SAME_BRACKET = "the count bracket is the same"
+
+
+def not_comparable(base: SavedResult, head: SavedResult) -> list[str]:
+    """Why base's counts cannot be set against head's, one reason each, or []."""
     if base.metric != "instructions":
-        return f"base holds {base.metric}, not instruction counts (base lacks the mode)"
+        return [f"base holds {base.metric}, not instruction counts (base lacks the mode)"]
+    reasons = []
     if bracket_of(base) != bracket_of(head):
-        return f"the count bracket changed (base {bracket_of(base)!r}, head {bracket_of(head)!r})"
-    return None
+        reasons.append(f"the count bracket changed (base {bracket_of(base)!r}, head {bracket_of(head)!r})")
+    if base.method != head.method:
+        if bracket_of(base) == bracket_of(head):
+            reasons.append(f"method: base {base.method}, head {head.method}, but {SAME_BRACKET} (a method change "
+                           f"that alters what a count holds must change the bracket, phasebench/worker/counting.py; "
+                           f"accepted, the counts are judged)")
+        else:
+            reasons.append(f"method: base {base.method}, head {head.method}")
+    for what, value_of in (("run order", lambda result: result.machine.order_seed),
+                           ("data", lambda result: result.machine.dataset),
+                           ("torch", lambda result: result.machine.torch)):
+        if value_of(base) != value_of(head):
+            reasons.append(f"{what}: base {value_of(base)}, head {value_of(head)}")
+    calls = [{case.fullname: case.stats.get("iterations") for case in result.benchmarks} for result in (base, head)]
+    differing = sorted(name for name in calls[0].keys() & calls[1].keys() if calls[0][name] != calls[1][name])
+    reasons += [f"calls per round of {short(name)}: base {calls[0][name]}, head {calls[1][name]}"
+                for name in differing[:3]]
+    if len(differing) > 3:
+        reasons.append(f"calls per round of {len(differing) - 3} more case(s) differ too")
+    return reasons
+
+
+def judged_when_accepted(reasons: list[str]) -> bool:
+    """Whether an accepted change leaves the counts comparable: the method alone changed, the bracket did not."""
+    return bool(reasons) and all(SAME_BRACKET in reason for reason in reasons)
 
 
 @dataclass(frozen=True)
@@ -111,13 +143,25 @@ def decide(base: SavedResult, head: SavedResult, spreads: dict[str, float]) -> l
     return rows
 
 
-def markdown(rows: list[Row], note: str | None = None) -> str:
-    """The job summary, its first line the verdict: FAILED with how many regressed, passed, or not comparable."""
+def markdown(rows: list[Row], reasons: list[str] | None = None, accepted: str | None = None) -> str:
+    """The job summary, its first line the verdict: FAILED with how many regressed, passed, or where base and head
+    cannot be compared FAILED with why, unless a maintainer accepted the change (`accepted`)."""
     failed = [r for r in rows if r.verdict.fails]
-    verdict = ("not comparable, passes" if note else f"FAILED, {len(failed)} regressed" if failed else "passed")
+    judged = not reasons or (accepted and judged_when_accepted(reasons))
+    if reasons and not accepted:
+        verdict = f"FAILED, not comparable ({'; '.join(reasons)}; {HOW_TO_ACCEPT})"
+    elif reasons and not judged:
+        verdict = (f"passed, change accepted (base and head cannot be compared: {'; '.join(reasons)}; accepted by a "
+                   f"maintainer: {accepted}; no case is judged)")
+    else:
+        verdict = f"FAILED, {len(failed)} regressed" if failed else "passed"
     lines = [f"## Instruction-count gate: {verdict} (base vs head, `--count instructions`)", ""]
-    if note:
-        return "\n".join(lines + [f"**Not comparable**: {note}. The gate passes.", ""])
+    if reasons:
+        lines += [f"- {reason}" for reason in reasons] + [""]
+        if judged:
+            lines += [f"Accepted by a maintainer ({accepted}): the method alone changed, so the counts are judged.", ""]
+    if not judged:
+        return "\n".join(lines)
     lines += ["| case | base (instructions) | head (instructions) | change | threshold | verdict |",
               "|---|---:|---:|---:|---:|---|"]
     for r in rows:
@@ -129,6 +173,18 @@ def markdown(rows: list[Row], note: str | None = None) -> str:
     lines += ["", f"{len(failed)} regression(s), {len(better)} improvement(s) (reported, never failing) of "
                   f"{len(rows)} case(s): the gate {'FAILS' if failed else 'passes'}.", ""]
     return "\n".join(lines)
+
+
+def _read(path: str, side: str, prog: str) -> SavedResult | str:
+    """A side's counted result, or why this code cannot compare it: a method or format newer than it reads (the gate
+    runs base's code). Anything else unreadable is SystemExit naming the file."""
+    try:
+        return SavedResult.load(path)
+    except SavedResultError as error:
+        if not newer_than_this_code(error):
+            raise SystemExit(f"{prog}: {error}") from None
+        return (f"method: {side} {error.reason.removesuffix(': read it with the code that made it')} (the gate runs "
+                f"base's code)")
 
 
 def main(argv=None) -> int:
@@ -146,26 +202,39 @@ def main(argv=None) -> int:
                              "percent}}; default: the gate's own, %(default)s)")
     parser.add_argument("--markdown", help="write the table here too (the CI job summary)")
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--accept-change", metavar="REASON",
+                        help="a maintainer accepted that base and head cannot be compared (REASON says who and why; "
+                             "the workflow passes it for the pull request's label): the gate passes, without a verdict "
+                             "unless the method alone changed; where they can be compared, it judges them as usual")
     args = parser.parse_args(argv)
     args.base, args.head = (str(results.find_result(name, args.storage, parser.prog)) for name in (args.base, args.head))
-    base, head = (SavedResult.read(path, parser.prog) for path in (args.base, args.head))
-    if head.metric != "instructions":
+    base, head = (_read(path, side, parser.prog) for path, side in ((args.base, "base"), (args.head, "head")))
+    if not isinstance(head, str) and head.metric != "instructions":
         parser.error(f"{args.head} holds {head.metric}: head must be counted (--count instructions)")
     try:
         spreads = load_spreads(args.spread)
     except ValueError as error:
         print(f"{parser.prog}: {error}", file=sys.stderr)
         return 2
-    note = not_comparable(base, head)
-    rows = [] if note else decide(base, head, spreads)
-    text = markdown(rows, note)
+    unread = [side for side in (base, head) if isinstance(side, str)]
+    reasons = unread or not_comparable(base, head)
+    accepted = args.accept_change if reasons else None
+    judged = not reasons or (accepted and judged_when_accepted(reasons))
+    rows = decide(base, head, spreads) if judged else []
+    text = markdown(rows, reasons, accepted)
+    if args.accept_change and not reasons:
+        text += (f"A change was accepted ({args.accept_change}), but base and head can be compared: the gate judged "
+                 f"them as usual.\n")
     print(text)
     if args.markdown:
         Path(args.markdown).write_text(text)
     if args.json:
         # Named and placed (Valgrind counts on cpu alone) for the pull request's comment (phasebench.gate.comment).
-        Path(args.json).write_text(json.dumps({"gate": "instructions", "device": "cpu", "note": note,
+        Path(args.json).write_text(json.dumps({"gate": "instructions", "device": "cpu",
+                                               "note": "; ".join(reasons) or None, "accepted": accepted,
                                                "rows": [r.as_json() for r in rows]}, indent=1))
+    if reasons and not accepted:
+        return 1
     return 1 if any(r.verdict.fails for r in rows) else 0
 
 

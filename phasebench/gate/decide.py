@@ -29,7 +29,7 @@ the same table for one pair of results, without intervals.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from phasebench import results
 from phasebench.gate.verdict import Verdict, is_gated, short
@@ -43,8 +43,9 @@ DEFAULT_THRESHOLD = 10.0  # percent: docs/gating.md#baselines-and-ci-gating says
 
 @dataclass(frozen=True)
 class Run:
-    """What the gate reads of one saved result (SavedResult): per case (its fullname) the raw median, the case key and
-    the worker's timer floor."""
+    """What the gate reads of one saved result (SavedResult): per case (its fullname) the raw median, the case key,
+    the worker's timer floor and the calls per round; and what of the run must match every other run it is paired
+    with (incomparable)."""
 
     path: str
     medians: dict[str, float]
@@ -52,6 +53,10 @@ class Run:
     floors: dict[str, float]  # fullname -> timer floor (s), for phase cases
     method: int | None = None  # the measurement method that made it (phasebench/results.py)
     switched: tuple = ()  # the intervention study's switches it ran with (results.switched, as pairs); () for none
+    iterations: dict = field(default_factory=dict)  # fullname -> calls per round (stats.iterations), where recorded
+    order_seed: int | None = None  # the seed of its run order (machine_info's order_seed)
+    dataset: str | None = None  # the data it read (mnist, fashion-mnist, synthetic)
+    torch: str | None = None  # torch's version
 
     @classmethod
     def load(cls, path) -> Run:
@@ -62,7 +67,7 @@ class Run:
 
     @classmethod
     def of(cls, result: SavedResult) -> Run:
-        medians, keys, floors = {}, {}, {}
+        medians, keys, floors, iterations = {}, {}, {}, {}
         for case in result.benchmarks:
             if case.key and not is_gated(case.key):
                 continue
@@ -72,7 +77,11 @@ class Run:
             floor = getattr(case.info, "timer_floor_s", None)
             if floor:
                 floors[case.fullname] = floor
-        return cls(result.source, medians, keys, floors, result.method, tuple(results.switched(result.machine).items()))
+            if case.stats.get("iterations") is not None:
+                iterations[case.fullname] = case.stats["iterations"]
+        machine = result.machine
+        return cls(result.source, medians, keys, floors, result.method, tuple(results.switched(machine).items()),
+                   iterations, machine.order_seed, machine.dataset, machine.torch)
 
 
 @dataclass(frozen=True)
@@ -118,16 +127,41 @@ def _judge(change: Change, threshold: float, shift: float | None, floor: float |
     return Verdict.UNCHANGED, ""
 
 
-def method_change(base_runs: list[Run], head_runs: list[Run]) -> str | None:
-    """The job summary where base was measured by one method and head by another (head changed what a clock holds,
-    phasebench/method.py): their timings are not comparable, so the gate gives no verdict and passes, saying why.
-    None where both sides share one method (runs of mixed methods within a side are decide's error)."""
-    base, head = {run.method for run in base_runs}, {run.method for run in head_runs}
-    if len(base) != 1 or len(head) != 1 or base == head:
-        return None
-    return (f"## Gate: not comparable\n\nbase was measured by phasebench method {base.pop()}, head by method "
-            f"{head.pop()} (phasebench/method.py says what changed): their timings are not comparable, so no case "
-            f"is judged and the gate passes. Later changes are gated against head's method.\n")
+def _values(runs: list[Run], value_of) -> str:
+    """The values `value_of` takes over a side's runs, in words: one value, or each of them."""
+    found = sorted({str(value_of(run)) for run in runs})
+    return " and ".join(found) if len(found) < 4 else f"{', '.join(found[:3])} and {len(found) - 3} more"
+
+
+def newer_than_this_code(error: SavedResultError) -> bool:
+    """Whether a result could not be read only because a newer method or format made it (phasebench/saved.py): a head
+    that raised either, read by the gate, which runs base's code."""
+    return error.reason.endswith("read it with the code that made it")
+
+
+def incomparable(base_runs: list[Run], head_runs: list[Run]) -> list[str]:
+    """Why base's runs cannot be set against head's, one reason a line, or [] where they can: every run the gate pairs
+    (both sides, and a confirming rerun's) must share the measurement method, the run order (the order seed), the
+    data, torch's version, and per case the calls per round (docs/gating.md#not-comparable). .ci/bench-pr gives every
+    run after base's first `--benchmark-compare` of that run, which carries its order seed and calls per round."""
+    runs = base_runs + head_runs
+    reasons = []
+    for what, value_of, why in (
+            ("method", lambda run: run.method, "phasebench/method.py says what changed"),
+            ("run order", lambda run: run.order_seed, "each run takes base's first run's order seed"),
+            ("data", lambda run: run.dataset, "each run reads the data base's first run read"),
+            ("torch", lambda run: run.torch, "the two trees' requirements.txt")):
+        if len({value_of(run) for run in runs}) > 1:
+            reasons.append(f"{what}: base {_values(base_runs, value_of)}, head {_values(head_runs, value_of)} ({why})")
+    named = sorted(set.intersection(*(set(run.medians) for run in runs))) if runs else []
+    differing = [name for name in named if len({run.iterations.get(name) for run in runs}) > 1]
+    for name in differing[:3]:
+        calls = [_values(side, lambda run, case=name: run.iterations.get(case)) for side in (base_runs, head_runs)]
+        reasons.append(f"calls per round of {short(name)}: base {calls[0]}, head {calls[1]} (a median per call of one "
+                       f"call a round and of many is not the same statistic)")
+    if len(differing) > 3:
+        reasons.append(f"calls per round of {len(differing) - 3} more case(s) differ too")
+    return reasons
 
 
 def decide(base_runs: list[Run], head_runs: list[Run], threshold: float = DEFAULT_THRESHOLD,
@@ -213,6 +247,22 @@ def outcome(verdicts: list[CaseDecision]) -> str:
     if verdicts and all(v.verdict is Verdict.NOT_DECIDED for v in verdicts):
         return "no verdict"
     return "passed"
+
+
+ACCEPT_LABEL = "benchmark-change-accepted"  # the pull-request label by which a maintainer accepts (workflows)
+HOW_TO_ACCEPT = (f"a maintainer who accepts the change passes the gate without a verdict: --accept-change REASON, on a "
+                 f"pull request the label {ACCEPT_LABEL}")
+
+
+def not_comparable_text(reasons: list[str], accepted: str | None) -> str:
+    """The job summary of a gate whose base and head cannot be compared: its first line the verdict with every reason,
+    FAILED unless a maintainer accepted the change (`accepted`, the acceptance's reason), then the reasons a line."""
+    if accepted:
+        first = (f"**Gate: passed, change accepted** (base and head cannot be compared: {'; '.join(reasons)}; accepted "
+                 f"by a maintainer: {accepted}; no case is judged)")
+    else:
+        first = f"**Gate: FAILED, not comparable** ({'; '.join(reasons)}; {HOW_TO_ACCEPT})"
+    return "\n".join([first, "", *(f"- {reason}" for reason in reasons)]) + "\n"
 
 
 def _rule(verdicts: list[CaseDecision], threshold: float, ratio_threshold: float) -> str:

@@ -4,9 +4,11 @@ docs/gating.md#baselines-and-ci-gating), by phasebench.gate.decide, whose docstr
     python -m phasebench.gate.paired --base B1.json B2.json … --head H1.json H2.json … [--threshold 10%]
         [--ratio-threshold 10%] [--markdown FILE] [--failing FILE] [--confirm-base B … --confirm-head H …]
 
-prints every case's verdict, the gate's first, and exits 1 when one regressed; where base and head were measured by
-different methods (head changed what a clock holds) it says so and exits 0 without a verdict (`python -m
-phasebench.gate A B` shows the same table for one pair, without intervals). With --confirm-base and --confirm-head,
+prints every case's verdict, the gate's first, and exits 1 when one regressed. Where base and head cannot be compared
+(another method, run order, data, torch, or calls per round of a case; a head result newer than this code reads) it
+fails, exit 1, naming what differs in its first line, unless --accept-change REASON says that a maintainer accepted
+the change: then it passes without a verdict, saying so (`python -m phasebench.gate A B` shows the same table for one
+pair, without intervals). With --confirm-base and --confirm-head,
 the runs of the failing cases run again alone (.ci/bench-pr), theirs is the verdict. Runs are files, or saved runs in
 --storage by number, name or glob (phasebench.results.find_results).
 """
@@ -18,8 +20,19 @@ import json
 from pathlib import Path
 
 from phasebench import results
-from phasebench.gate.decide import DEFAULT_THRESHOLD, Run, confirmed_table, decide, method_change, outcome, table
+from phasebench.gate.decide import (
+    DEFAULT_THRESHOLD,
+    Run,
+    confirmed_table,
+    decide,
+    incomparable,
+    newer_than_this_code,
+    not_comparable_text,
+    outcome,
+    table,
+)
 from phasebench.gate.options import parse_percent
+from phasebench.saved import SavedResult, SavedResultError
 
 PROG = "phasebench.gate.paired"
 
@@ -39,17 +52,34 @@ def verdict_row(v, runs: list[Run], threshold: float, ratio_threshold: float) ->
 
 
 def verdict_data(verdicts, runs: list[Run], threshold: float, ratio_threshold: float, note: str | None,
-                 first=None) -> dict:
+                 first=None, accepted: str | None = None) -> dict:
     """The gate's verdicts as data (--json), beside its Markdown: the rerun's where there was one, the first
-    runs' under "first_rows"; a method change's note instead of rows."""
+    runs' under "first_rows"; where base and head cannot be compared, why (note) and the maintainer's acceptance
+    (accepted, None where none applied) instead of rows."""
     devices = sorted({key[2] for run in runs for key in run.keys.values()})
-    data = {"gate": "time", "device": ", ".join(devices), "outcome": outcome(verdicts) if not note else
-            "not comparable", "note": note.split("\n\n", 1)[-1].strip() if note else None,
+    data = {"gate": "time", "device": ", ".join(devices),
+            "outcome": ("change accepted" if accepted else "not comparable") if note else outcome(verdicts),
+            "note": note, "accepted": accepted if note else None,
             "threshold_pct": float(threshold), "ratio_threshold_pct": float(ratio_threshold),
             "rows": [verdict_row(v, runs, threshold, ratio_threshold) for v in verdicts]}
     if first is not None:
         data["first_rows"] = [verdict_row(v, runs, threshold, ratio_threshold) for v in first]
     return data
+
+
+def load_runs(side: str, paths: list[str]) -> tuple[list[Run], list[str]]:
+    """A side's runs, and why any of them cannot be compared with this code's: a result of a method or format newer
+    than this code reads (head raised it, and the gate runs base's code). Any other unreadable result is SystemExit."""
+    loaded, newer = [], []
+    for path in paths:
+        try:
+            loaded.append(Run.of(SavedResult.load(path)))
+        except SavedResultError as error:
+            if not newer_than_this_code(error):
+                raise SystemExit(str(error)) from None
+            newer.append(f"method: {side} {error.reason.removesuffix(': read it with the code that made it')} (the "
+                         f"gate runs base's code)")
+    return loaded, list(dict.fromkeys(newer))
 
 
 def main(argv=None) -> int:
@@ -72,6 +102,10 @@ def main(argv=None) -> int:
     parser.add_argument("--failing", help="write the fullnames of the cases that failed here, one a line")
     parser.add_argument("--json", help="write the verdicts here as data (the pull request's comment reads them: "
                                        "python -m phasebench.gate.comment)")
+    parser.add_argument("--accept-change", metavar="REASON",
+                        help="a maintainer accepted that base and head cannot be compared (REASON says who and why; "
+                             "the workflow passes it for the pull request's label): the gate passes without a verdict, "
+                             "saying so, where they cannot be; where they can, it judges them as usual")
     args = parser.parse_args(argv)
     if (args.confirm_base is None) != (args.confirm_head is None):
         parser.error("--confirm-base and --confirm-head come together: the rerun is paired as the first runs are")
@@ -81,30 +115,42 @@ def main(argv=None) -> int:
     for base, head in stages:
         if len(base) != len(head):
             parser.error(f"{len(base)} base and {len(head)} head results: they are compared in pairs")
-    stages = [([Run.load(p) for p in base], [Run.load(p) for p in head]) for base, head in stages]
-    not_comparable = method_change(*stages[0])
+    loaded = [(load_runs("base", base), load_runs("head", head)) for base, head in stages]
+    stages = [(base[0], head[0]) for base, head in loaded]
+    newer = list(dict.fromkeys(reason for sides in loaded for _, reasons in sides for reason in reasons))
+    every_base = [run for base, _ in stages for run in base]
+    every_head = [run for _, head in stages for run in head]
+    reasons = newer or incomparable(every_base, every_head)
+    accepted = args.accept_change if reasons else None
     try:
-        decided = [] if not_comparable else [decide(base, head, args.threshold, args.ratio_threshold)
-                                             for base, head in stages]
+        decided = [] if reasons else [decide(base, head, args.threshold, args.ratio_threshold) for base, head in stages]
     except ValueError as error:
         raise SystemExit(str(error)) from None
-    if not not_comparable and not all(decided):
+    if not reasons and not all(decided):
         raise SystemExit("nothing compared: no case is in every base and head result")
     verdicts = decided[-1] if decided else []  # the gate's: the rerun's where there is one
-    if not_comparable:
-        text = not_comparable
+    if reasons:
+        text = not_comparable_text(reasons, accepted)
     elif len(decided) == 2:
         text = confirmed_table(decided[0], verdicts, args.threshold, args.ratio_threshold)
     else:
         text = table(verdicts, args.threshold, args.ratio_threshold)
+    if args.accept_change and not reasons:
+        text += (f"\nA change was accepted ({args.accept_change}), but base and head can be compared: the gate judged "
+                 f"them as usual.\n")
     print(text, end="")
     if args.markdown:
         Path(args.markdown).write_text(text, encoding="utf8")
     if args.json:
-        first = stages[0][0]
+        first = stages[0][0] or stages[0][1]
         Path(args.json).write_text(json.dumps(verdict_data(verdicts, first, args.threshold, args.ratio_threshold,
-                                                           not_comparable, decided[0] if len(decided) == 2 else None),
+                                                           "; ".join(reasons) or None,
+                                                           decided[0] if len(decided) == 2 else None, accepted),
                                               indent=1), encoding="utf8")
+    if reasons:
+        if args.failing:
+            Path(args.failing).write_text("", encoding="utf8")
+        return 0 if accepted else 1
     failed = [v for v in verdicts if v.failed]
     if args.failing:
         Path(args.failing).write_text("".join(f"{name}\n" for name in dict.fromkeys(

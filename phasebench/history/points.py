@@ -7,7 +7,9 @@ pins, the Valgrind and glibc versions and the pinned CPU capability (phasebench/
 since a count does not depend on the clock speed of the CPU that ran it, and on the simulated caches' geometry and
 the branch simulation where a count ran with them (a count without keeps the key it always had); either kind on the
 intervention study's switches where a run changed one (--round-checks off, --omp-wait-policy, --pins count: a run
-without keeps its key). Ordered by torch
+without keeps its key); and a time series on the case's calls per round where a round held more than one call
+(pytest-benchmark's stats.iterations: a median per call of one call a round and of many is not the same statistic,
+docs/method.md#calls-per-round; one call a round keeps the key it always had). Ordered by torch
 version, the torch build leaves the key and only its kind (a CUDA build or a cpu one) stays.
 
 A long history is kept as compact series (`append`, `python -m phasebench.history --append DIR`): one small file per
@@ -109,6 +111,12 @@ def machine_key(machine: schema.MachineInfo, platform: dict, device: str, thread
     return tuple((name, "unrecorded" if value is None else str(value)) for name, value in pairs) + switched
 
 
+def calls_per_round(stats: dict) -> tuple:
+    """The key's pair for a case timed as more than one call a round (stats.iterations), else none."""
+    calls = stats.get("iterations")
+    return (("calls per round", str(calls)),) if isinstance(calls, int) and calls > 1 else ()
+
+
 def context_of(machine: schema.MachineInfo, platform: dict, by: str) -> dict:
     """What a series is not keyed on that a step between two points may come from (by torch version, the torch
     version is the axis itself and not named)."""
@@ -180,8 +188,8 @@ def points_of(result: SavedResult, by: str, count_glibc: str | None = None) -> l
             value, rounds = float(statistics.median(counted)), tuple(float(c) for c in counted)
         else:
             value, rounds = float(stats["median"]), tuple(float(v) for v in stats.get("data") or ())
-        key = SeriesKey(machine_key(machine, platform, device, threads, by, count_glibc), machine.method, metric, device,
-                        workload, implementation, phase)
+        pairs = machine_key(machine, platform, device, threads, by, count_glibc) + calls_per_round(stats)
+        key = SeriesKey(pairs, machine.method, metric, device, workload, implementation, phase)
         found.append(Point(result.source, key, commit if commit and commit != "unknown" else None, machine.torch,
                            value, rounds, case.fullname, getattr(info, "language", None),
                            getattr(info, "reference", None), context, result.datetime))

@@ -220,7 +220,8 @@ def splits(series: list[Series]) -> list[str]:
                "valgrind": "another Valgrind counts otherwise", "glibc": "another glibc runs other code",
                "CPU capability": "another instruction set is dispatched to", "pins": "other pins",
                "torch build": "CUDA builds are compared with CUDA builds only", "GPU": "another GPU",
-               "caches": "another simulated cache geometry", "branches": "branch simulation on or off"}
+               "caches": "another simulated cache geometry", "branches": "branch simulation on or off",
+               "calls per round": "a median per call of one call a round and of several is not the same statistic"}
     lines = [f"split on {name} ({reasons.get(name, 'a machine difference')}): {cases[name]} case(s) into series of "
              f"{' | '.join(differences(values))}" for name, values in sorted(fields.items())]
     metrics = {s.key.metric for s in series}
