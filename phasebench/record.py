@@ -85,3 +85,7 @@ class Case(Utilization):
     rounds: int | None = saved_field("count", "the counted rounds (`--rounds`; a training run's: `--run-rounds`)")
     warmup_rounds: int | None = saved_field("count", "the uncounted rounds before them (`--warmup-rounds`; 0 for a "
                                                      "training run)")
+    worker_replaced: str | None = saved_field("text", "where the case's pooled worker replaced one that had died in "
+                                                      "an earlier case (docs/faults.md#faults-and-bad-input): the "
+                                                      "dead worker, its pid and how it died; null where it replaced "
+                                                      "none")
