@@ -9,7 +9,7 @@ records torch.cuda's streams and graphs around the real GraphStep on cpu tensors
   `resolve_device`), faked in the library's testing build: a bare "cuda" is the current device, made current;
 - `torch.distributed.init_process_group("nccl", device_id=...)` takes a device with an index in range: the World
   hands each rank its GPU by index, a world of one included, and the rank's join gets past the device checks to
-  NCCL's constructor;
+  NCCL's constructor with its group bound to that GPU (the fake records it: a rank bound to another GPU fails);
 - CUDA graphs: the Python GraphStep runs every batch shape it captures eagerly on a side stream first (torch's
   capture recipe), the remainder that ends an epoch included, and that warm-up trains nothing. The C++ GraphStep
   (cpp/src/graph_step.cpp) does the same; only a GPU runs it (docs/gpu.md#cuda-graphs-and-torchcompile).
@@ -129,25 +129,36 @@ class NcclConstructed(BaseException):
 @pytest.fixture
 def nccl_faked(monkeypatch):
     """torch.distributed's real init_process_group for "nccl", on a machine with two GPUs as torch.cuda reports them,
-    stopped where it constructs NCCL's backend (after every check of device_id). Returns the (rank, world size) of
-    each construction."""
+    stopped where it constructs NCCL's backend (after every check of device_id). Returns the (rank, world size, device)
+    of each construction: the device is the one c10d binds the group being made to (the device_id its
+    _new_process_group_helper sets as the group's bound_device_id, which NCCL's communicator then connects on), as
+    text; None for a group bound to none."""
     import torch.distributed as dist
     from torch.distributed import distributed_c10d as c10d
 
     if not dist.is_nccl_available():
         pytest.skip("this build of torch has no NCCL")
-    constructed = []
-    real = c10d.ProcessGroupNCCL
+    constructed, binding = [], []
+    real, make_group = c10d.ProcessGroupNCCL, c10d._new_process_group_helper
+
+    def bound_group(*args, device_id=None, **kwargs):
+        binding.append(device_id)
+        try:
+            return make_group(*args, device_id=device_id, **kwargs)
+        finally:
+            binding.pop()
 
     class ProcessGroupNCCL:
         Options = real.Options
 
         def __init__(self, store, rank, size, options):
-            constructed.append((rank, size))
+            device = binding[-1] if binding else None
+            constructed.append((rank, size, None if device is None else str(device)))
             raise NcclConstructed(f"NCCL's constructor reached by rank {rank} of {size}")
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)  # init_process_group's range check of device_id
+    monkeypatch.setattr(c10d, "_new_process_group_helper", bound_group)
     monkeypatch.setattr(c10d, "ProcessGroupNCCL", ProcessGroupNCCL)
     monkeypatch.setattr(c10d._world, "group_count", c10d._world.group_count)  # each attempt names a group
     yield constructed
@@ -206,7 +217,7 @@ def test_each_rank_of_a_cuda_world_joins_nccl_with_its_gpu_index(nccl_faked, siz
     for rank in range(size):
         assert f"rank {rank}: NCCL's constructor reached by rank {rank} of {size}" in str(failed.value)
     assert sorted(devices) == [f"cuda:{rank}" for rank in range(size)]
-    assert sorted(nccl_faked) == [(rank, size) for rank in range(size)]
+    assert sorted(nccl_faked) == [(rank, size, f"cuda:{rank}") for rank in range(size)]
 
 
 def test_a_join_on_bare_cuda_binds_nccl_to_the_current_gpu(nccl_faked, monkeypatch):
@@ -219,7 +230,24 @@ def test_a_join_on_bare_cuda_binds_nccl_to_the_current_gpu(nccl_faked, monkeypat
     monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: 1)
     with pytest.raises(NcclConstructed):
         group.join(0, 1, "cuda", 5.0, 0, dist.HashStore())
-    assert nccl_faked == [(0, 1)]
+    assert nccl_faked == [(0, 1, "cuda:1")]
+
+
+def test_the_fake_nccl_tells_a_rank_bound_to_the_wrong_gpu(nccl_faked, monkeypatch):
+    """The fake records the GPU a group is bound to, not only its rank: a join that binds rank 0 to cuda:0 while the
+    current device is 1 (a bare "cuda" resolved as a default, not as the current device) is seen as such, so the test
+    above fails on it."""
+    import torch.distributed as dist
+
+    from phasebench import devices
+    from phasebench.worker import group
+
+    monkeypatch.setattr(torch.cuda, "_lazy_init", lambda: None)
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: 1)
+    monkeypatch.setattr(devices, "with_index", lambda device: torch.device("cuda", 0))  # the wrong GPU
+    with pytest.raises(NcclConstructed):
+        group.join(0, 1, "cuda", 5.0, 0, dist.HashStore())
+    assert nccl_faked == [(0, 1, "cuda:0")]
 
 
 # -- CUDA graphs: every captured shape warmed up on a side stream first ---------------------------------------------
