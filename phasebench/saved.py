@@ -49,6 +49,10 @@ class CaseKey(NamedTuple):
     workload: str
 
 
+def _described(key: CaseKey) -> str:
+    return f"{key.phase}, {key.implementation}, {key.device}, workload {key.workload or 'published'}"
+
+
 def case_key_of(info: Case) -> CaseKey:
     workload = spec.of_info({"width": info.width, "batch_size": info.batch_size}).id
     world_size = getattr(info, "world_size", None)
@@ -204,9 +208,16 @@ class SavedResult:
     distributed_cases: dict[CaseKey, SavedCase] = field(init=False, repr=False)
 
     def __post_init__(self):
-        keyed = [case for case in self.benchmarks if case.key is not None]
-        object.__setattr__(self, "cases", {case.key: case for case in keyed if not case.distributed})
-        object.__setattr__(self, "distributed_cases", {case.key: case for case in keyed if case.distributed})
+        keyed: dict[CaseKey, SavedCase] = {}
+        for case in self.benchmarks:
+            if case.key is None:
+                continue
+            first = keyed.setdefault(case.key, case)
+            if first is not case:  # one would hide the other in every table and gate
+                raise SavedResultError(self.source, f"{first.fullname} and {case.fullname} are one case "
+                                                    f"({_described(case.key)}): a result holds each case once")
+        object.__setattr__(self, "cases", {key: case for key, case in keyed.items() if not case.distributed})
+        object.__setattr__(self, "distributed_cases", {key: case for key, case in keyed.items() if case.distributed})
 
     # -- reading -------------------------------------------------------------------------------------------------
 

@@ -7,8 +7,11 @@ phasebench's worker, and records what it changed in machine_info, so that such a
   of the library (phasebench/worker/build.py's variant "testing"), which holds the knob.
 - PHASEBENCH_TEST_FAULT=[IMPL[@RANK]/]PHASE:KIND[,...] makes a worker die or hang on the phases named
   (docs/faults.md#faults-and-bad-input); the testing worker also answers a `fault` request.
+- PHASEBENCH_TEST_FAIL_CHECK=[IMPL/]PHASE:WHEN[,...] fails the named cases after their timing, as a check of
+  what the rounds did would: WHEN `call` fails the test's body once it returned, `teardown` its teardown. Such a
+  case is no result (phasebench/plugin/__init__.py's pytest_runtest_makereport).
 
-Both are read and checked here, once, before the first test: a typo is a usage error, not a run that slows nothing.
+All are read and checked here, once, before the first test: a typo is a usage error, not a run that slows nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import pytest
 
 SLOW_PHASE_ENV = "PHASEBENCH_TEST_SLOW_PHASE"
 FAULT_ENV = "PHASEBENCH_TEST_FAULT"
+FAIL_CHECK_ENV = "PHASEBENCH_TEST_FAIL_CHECK"
+FAIL_CHECK_WHEN = ("call", "teardown")
 WORKER_MODULE = "tests.knobs_worker"
 FAULT_KINDS = ("segfault", "abort", "kill", "hang")
 _NS_PER_UNIT = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -103,6 +108,51 @@ def faults_for(text: str, impl: str, rank: int | None = None) -> dict[str, str]:
     return faults
 
 
+def parse_fail_checks(text: str, phases, impls) -> list[tuple[str | None, str, str]]:
+    """PHASEBENCH_TEST_FAIL_CHECK's items as (implementation or None, phase, when); ValueError says what is wrong
+    with one."""
+    checks = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        target, _, when = item.rpartition(":")
+        impl, _, phase = target.rpartition("/")
+        if not phase or when not in FAIL_CHECK_WHEN:
+            raise ValueError(f"{FAIL_CHECK_ENV}={text!r}: '{item}': expected [IMPL/]PHASE:WHEN, WHEN "
+                             f"{' or '.join(FAIL_CHECK_WHEN)}, e.g. cpp/forward:call")
+        if impl and impl not in impls:
+            raise ValueError(f"{FAIL_CHECK_ENV}={text!r}: unknown implementation '{impl}' ({', '.join(impls)})")
+        if phase not in phases:
+            raise ValueError(f"{FAIL_CHECK_ENV}={text!r}: unknown phase '{phase}' ({', '.join(phases)})")
+        checks.append((impl or None, phase, when))
+    return checks
+
+
+_FAIL_CHECKS = pytest.StashKey[list]()
+
+
+def _fail_check(item, when: str) -> None:
+    """The knob's failure for a case it names, once the case's benchmark recorded its phase: after the timing."""
+    benchmark = (getattr(item, "funcargs", None) or {}).get("benchmark")
+    info = getattr(benchmark, "extra_info", None) or {}
+    for impl, phase, at in item.config.stash.get(_FAIL_CHECKS, []):
+        if at == when and info.get("phase") == phase and impl in (None, info.get("implementation")):
+            raise AssertionError(f"{FAIL_CHECK_ENV}: {info.get('implementation')}/{phase} fails its check after the "
+                                 f"timing ({when})")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    result = yield
+    _fail_check(item, "call")
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item):
+    result = yield
+    _fail_check(item, "teardown")
+    return result
+
+
 @pytest.hookimpl(trylast=True)  # after phasebench's plugin made config.phasebench
 def pytest_configure(config):
     settings = getattr(config, "phasebench", None)
@@ -110,9 +160,11 @@ def pytest_configure(config):
     from phasebench.spec import TRAINING_PHASES
 
     slow, fault = os.environ.get(SLOW_PHASE_ENV) or None, os.environ.get(FAULT_ENV) or None
+    fail_check = os.environ.get(FAIL_CHECK_ENV) or None
     try:
         knob = parse_slow_phase(slow, TRAINING_PHASES, NAMES) if slow else None
         parse_faults(fault or "", NAMES)
+        config.stash[_FAIL_CHECKS] = parse_fail_checks(fail_check or "", TRAINING_PHASES, NAMES)
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
     if settings is None:  # --help, --version: no session
@@ -123,4 +175,5 @@ def pytest_configure(config):
 
     slows_cpp = knob is not None and (knob.impl is None or registry.get(knob.impl).language == "cpp")
     settings.library_variant = "testing" if slows_cpp else "production"
-    settings.testing = {"slow_phase": knob.text if knob else None, "fault": fault}
+    settings.testing = {"slow_phase": knob.text if knob else None, "fault": fault} | (
+        {"fail_check": fail_check} if fail_check else {})

@@ -6,7 +6,9 @@ A few seconds."""
 
 from __future__ import annotations
 
+import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -126,6 +128,39 @@ def test_the_default_threshold_is_the_count_gates(tmp_path, repo):
     assert threshold > 0.5  # the gate's measured spread for this case, not its minimum
     assert f"threshold {threshold:.4g} %" in done.stdout
     assert done.returncode == 0 and f"{shas[6]}" in done.stdout
+
+
+def test_the_count_is_read_through_saved_result_by_its_whole_case(tmp_path):
+    """The counted result is read by phasebench's SavedResult (migrated from its format), and the case is IMPL's
+    PHASE on cpu, alone: not the first benchmark of that phase and implementation on another device, and no guess
+    between two cpu workloads."""
+    from phasebench.saved import SavedResult
+    from tests.test_history import COUNTED, template
+
+    result = template(COUNTED)
+    cpu = next(bench for bench in result["benchmarks"] if bench["name"] == "test_phase[loss-python-cpu]")
+    on_cuda = json.loads(json.dumps(cpu))
+    on_cuda["name"] = on_cuda["fullname"] = "test_phase[loss-python-cuda]"
+    on_cuda["extra_info"] |= {"device": "cuda", "instructions": [1, 2, 3]}
+    result["benchmarks"].insert(0, on_cuda)  # first: a reader matching phase and implementation alone takes it
+    path = tmp_path / "counted.json"
+    path.write_text(json.dumps(result))
+    env = {**os.environ, "BISECT_COUNT_VENV": str(Path(sys.executable).parents[1])}
+
+    def read(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(SCRIPT), "__read", str(path), *args], capture_output=True, text=True,
+                              env=env)
+
+    expected = statistics.median(SavedResult.load(path).published()[("loss", "python", "cpu")].info.instructions)
+    done = read("loss", "python")
+    assert done.returncode == 0 and done.stdout.strip() == str(int(expected)), done.stderr
+    wider = json.loads(json.dumps(cpu))
+    wider["name"] = wider["fullname"] = "test_phase[loss-python-cpu-w4]"
+    wider["extra_info"]["width"] = 4
+    path.write_text(json.dumps(result | {"benchmarks": [*result["benchmarks"], wider]}))
+    two = read("loss", "python")
+    assert two.returncode == 1 and "2 cpu cases of python/loss" in two.stderr and "-w4]" in two.stderr, two.stderr
+    assert read("forward", "python").returncode == 1
 
 
 @pytest.mark.skipif(not SHELLCHECK.exists(), reason="shellcheck is not installed (requirements.txt pins it)")

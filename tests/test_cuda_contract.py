@@ -6,10 +6,11 @@ records torch.cuda's streams and graphs around the real GraphStep on cpu tensors
 - `torch.cuda.set_device` takes an index: the Python trainer on "cuda" hands it the current device's, and its step
   gets the same indexed device;
 - the C++ trainer does the same through c10's CUDA device guard implementation (cpp/src/trainer.cpp
-  `resolve_device`), faked in the library's testing build: a bare "cuda" is the current device, made current;
+  `resolve_device`), faked in the library's testing build, along pb_create's path (the trainer's settings, CUDA's
+  availability asked of the same implementation): a bare "cuda" is the current device, made current;
 - `torch.distributed.init_process_group("nccl", device_id=...)` takes a device with an index in range: the World
   hands each rank its GPU by index, a world of one included, and the rank's join gets past the device checks to
-  NCCL's constructor;
+  NCCL's constructor with its group bound to that GPU (the fake records it: a rank bound to another GPU fails);
 - CUDA graphs: the Python GraphStep runs every batch shape it captures eagerly on a side stream first (torch's
   capture recipe), the remainder that ends an epoch included, and that warm-up trains nothing. The C++ GraphStep
   (cpp/src/graph_step.cpp) does the same; only a GPU runs it (docs/gpu.md#cuda-graphs-and-torchcompile).
@@ -86,15 +87,17 @@ def test_the_python_trainer_hands_set_device_an_index(settings, cuda_driver_fake
 # -- the C++ trainer's device: c10's CUDA device guard implementation ----------------------------------------------
 def resolve_in_child(library: str) -> None:
     """The child process (`library`: the testing build): one JSON line of {requested: [status, resolved device,
-    index setDevice received, error]}, each resolved with a fake CUDA device guard whose current device is 1."""
+    index setDevice received, error]}, each resolved as pb_create resolves pb_options.device (the trainer's settings)
+    with a fake CUDA device guard of two GPUs whose current device is 1, or of none."""
     lib = cpp_lib.load_testing(library)
     seen = {}
-    for requested, current in [("cuda", 1), ("cuda:0", 1), ("cpu", 1), (None, 1), ("cuda", -1)]:
+    for requested, current, count in [("cuda", 1, 2), ("cuda:0", 1, 2), ("cpu", 1, 2), (None, 1, 2), ("cuda", -1, 2),
+                                      ("cuda", 0, 0), ("cpu", 0, 0)]:
         resolved, set_index = ctypes.create_string_buffer(16), ctypes.c_int32(-2)
-        status = lib.pb_testing_resolve_cuda_device(requested and requested.encode(), current, resolved,
+        status = lib.pb_testing_resolve_cuda_device(requested and requested.encode(), current, count, resolved,
                                                     len(resolved), ctypes.byref(set_index))
-        seen[f"{requested} current {current}"] = [status, resolved.value.decode(), set_index.value,
-                                                  lib.pb_last_error().decode() if status else ""]
+        seen[f"{requested} current {current} of {count}"] = [status, resolved.value.decode(), set_index.value,
+                                                             lib.pb_last_error().decode() if status else ""]
     print(json.dumps(seen), flush=True)
 
 
@@ -104,20 +107,27 @@ def cpp_resolved(testing_library) -> dict:
 
 
 @pytest.mark.parametrize("requested, resolved, set_index", [("cuda", "cuda:1", 1), ("cuda:0", "cuda:0", 0),
-                                                             ("cpu", "cpu", -1)], ids=["bare-cuda", "cuda-0", "cpu"])
+                                                             ("cpu", "cpu", -1), (None, "cpu", -1)],
+                         ids=["bare-cuda", "cuda-0", "cpu", "none-named"])
 def test_the_cpp_trainer_makes_its_cuda_device_current(cpp_resolved, requested, resolved, set_index):
-    """As the Python trainer: a bare "cuda" is the current device (1 here, told apart from a default 0), and the
-    device is made current through the device guard's setDevice (-1: not called); cpu is left alone."""
-    status, name, index, error = cpp_resolved[f"{requested} current 1"]
+    """As the Python trainer, along pb_create's path (the trainer's settings): a bare "cuda" is the current device (1
+    here, told apart from a default 0), and the device is made current through the device guard's setDevice (-1: not
+    called); cpu, or no device named, is left alone."""
+    status, name, index, error = cpp_resolved[f"{requested} current 1 of 2"]
     assert status == cpp_lib.PB_OK, error
     assert (name, index) == (resolved, set_index)
 
 
-@pytest.mark.parametrize("call, message", [("None current 1", "null device name"),
-                                           ("cuda current -1", "current index -1 is no CUDA device index")])
-def test_the_cuda_resolution_entry_point_refuses_bad_calls(cpp_resolved, call, message):
-    status, _, _, error = cpp_resolved[call]
-    assert status == PB_ERROR and message in error, (status, error)
+def test_the_cpp_trainer_refuses_cuda_where_no_gpu_is_usable(cpp_resolved):
+    """pb_create's availability check asks the same device guard: with no GPU, cuda is refused, and cpu still runs."""
+    status, _, _, error = cpp_resolved["cuda current 0 of 0"]
+    assert status == PB_ERROR and "device cuda requested but CUDA is not available" in error, error
+    assert cpp_resolved["cpu current 0 of 0"][:3] == [cpp_lib.PB_OK, "cpu", -1]
+
+
+def test_the_cuda_resolution_entry_point_refuses_bad_calls(cpp_resolved):
+    status, _, _, error = cpp_resolved["cuda current -1 of 2"]
+    assert status == PB_ERROR and "current index -1 is no CUDA device index" in error, (status, error)
 
 
 # -- torch.distributed.init_process_group("nccl", device_id=...) ---------------------------------------------------
@@ -129,25 +139,36 @@ class NcclConstructed(BaseException):
 @pytest.fixture
 def nccl_faked(monkeypatch):
     """torch.distributed's real init_process_group for "nccl", on a machine with two GPUs as torch.cuda reports them,
-    stopped where it constructs NCCL's backend (after every check of device_id). Returns the (rank, world size) of
-    each construction."""
+    stopped where it constructs NCCL's backend (after every check of device_id). Returns the (rank, world size, device)
+    of each construction: the device is the one c10d binds the group being made to (the device_id its
+    _new_process_group_helper sets as the group's bound_device_id, which NCCL's communicator then connects on), as
+    text; None for a group bound to none."""
     import torch.distributed as dist
     from torch.distributed import distributed_c10d as c10d
 
     if not dist.is_nccl_available():
         pytest.skip("this build of torch has no NCCL")
-    constructed = []
-    real = c10d.ProcessGroupNCCL
+    constructed, binding = [], []
+    real, make_group = c10d.ProcessGroupNCCL, c10d._new_process_group_helper
+
+    def bound_group(*args, device_id=None, **kwargs):
+        binding.append(device_id)
+        try:
+            return make_group(*args, device_id=device_id, **kwargs)
+        finally:
+            binding.pop()
 
     class ProcessGroupNCCL:
         Options = real.Options
 
         def __init__(self, store, rank, size, options):
-            constructed.append((rank, size))
+            device = binding[-1] if binding else None
+            constructed.append((rank, size, None if device is None else str(device)))
             raise NcclConstructed(f"NCCL's constructor reached by rank {rank} of {size}")
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)  # init_process_group's range check of device_id
+    monkeypatch.setattr(c10d, "_new_process_group_helper", bound_group)
     monkeypatch.setattr(c10d, "ProcessGroupNCCL", ProcessGroupNCCL)
     monkeypatch.setattr(c10d._world, "group_count", c10d._world.group_count)  # each attempt names a group
     yield constructed
@@ -206,7 +227,7 @@ def test_each_rank_of_a_cuda_world_joins_nccl_with_its_gpu_index(nccl_faked, siz
     for rank in range(size):
         assert f"rank {rank}: NCCL's constructor reached by rank {rank} of {size}" in str(failed.value)
     assert sorted(devices) == [f"cuda:{rank}" for rank in range(size)]
-    assert sorted(nccl_faked) == [(rank, size) for rank in range(size)]
+    assert sorted(nccl_faked) == [(rank, size, f"cuda:{rank}") for rank in range(size)]
 
 
 def test_a_join_on_bare_cuda_binds_nccl_to_the_current_gpu(nccl_faked, monkeypatch):
@@ -219,7 +240,24 @@ def test_a_join_on_bare_cuda_binds_nccl_to_the_current_gpu(nccl_faked, monkeypat
     monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: 1)
     with pytest.raises(NcclConstructed):
         group.join(0, 1, "cuda", 5.0, 0, dist.HashStore())
-    assert nccl_faked == [(0, 1)]
+    assert nccl_faked == [(0, 1, "cuda:1")]
+
+
+def test_the_fake_nccl_tells_a_rank_bound_to_the_wrong_gpu(nccl_faked, monkeypatch):
+    """The fake records the GPU a group is bound to, not only its rank: a join that binds rank 0 to cuda:0 while the
+    current device is 1 (a bare "cuda" resolved as a default, not as the current device) is seen as such, so the test
+    above fails on it."""
+    import torch.distributed as dist
+
+    from phasebench import devices
+    from phasebench.worker import group
+
+    monkeypatch.setattr(torch.cuda, "_lazy_init", lambda: None)
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: 1)
+    monkeypatch.setattr(devices, "with_index", lambda device: torch.device("cuda", 0))  # the wrong GPU
+    with pytest.raises(NcclConstructed):
+        group.join(0, 1, "cuda", 5.0, 0, dist.HashStore())
+    assert nccl_faked == [(0, 1, "cuda:0")]
 
 
 # -- CUDA graphs: every captured shape warmed up on a side stream first ---------------------------------------------

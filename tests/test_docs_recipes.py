@@ -110,12 +110,22 @@ def strip_prefixes(argv: list[str]) -> list[str]:
     return argv
 
 
+VENV_BIN = ".venv/bin/"  # where the recipes name the virtual environment's programs
+
+
+def venv_bin(root: Path) -> Path:
+    """The virtual environment the recipes mean by .venv: the root's, or, where the root holds none (the tests run
+    from another environment), the one running the tests."""
+    own = root / VENV_BIN
+    return own if own.is_dir() else Path(sys.executable).parent
+
+
 def resolve(program: str, root: Path) -> Path | None:
     """A program as a recipe names it, run from the root: a path, the virtual environment's, or the PATH's."""
     if "/" in program:
-        path = root / program
+        path = venv_bin(root) / program.removeprefix(VENV_BIN) if program.startswith(VENV_BIN) else root / program
         return path if path.is_file() and os.access(path, os.X_OK) else None
-    venv = root / ".venv" / "bin" / program
+    venv = venv_bin(root) / program
     if venv.is_file():
         return venv
     found = shutil.which(program)

@@ -31,8 +31,9 @@ def history_torch(tmp_path: Path, *versions: str) -> subprocess.CompletedProcess
     env = {k: v for k, v in os.environ.items() if not k.startswith("HISTORY_")}
     fake = tmp_path / "fake-pip"
     fake.write_text(FAKE_PIP, encoding="utf8")
+    # The environment running these tests stands for the one the repository's .venv would be.
     env |= {"HISTORY_OUT": str(tmp_path / "out"), "HISTORY_VENVS": str(tmp_path / "venvs"),
-            "HISTORY_PIP": f"bash {fake}"}
+            "HISTORY_PIP": f"bash {fake}", "HISTORY_VENV": str(Path(sys.executable).parents[1])}
     for version in versions:  # made here without pip (the script makes one only where none is)
         venv = tmp_path / "venvs" / f"torch-{version}"
         if not venv.exists():
@@ -57,7 +58,7 @@ def test_each_release_that_cannot_run_is_recorded_with_its_reason(tmp_path):
     found = states(tmp_path)
     assert found["1.0fail"] == ["install-failed: ERROR: No matching distribution found for torch==1.0fail"]
     assert found["1.1none"][0].startswith("import-failed: ModuleNotFoundError: No module named 'torch'")
-    if "+cu" in subprocess.run([str(ROOT / ".venv/bin/python"), "-c", "import torch; print(torch.__version__)"],
+    if "+cu" in subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
                                capture_output=True, text=True).stdout:
         assert found["1.2.0+cpu"] == ["other-build: torch 1.2.0+cpu is a cpu build; .venv's is cuda"]
     # A stand-in torch of the right kind has no C++ headers: the library cannot be built against it.

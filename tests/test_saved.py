@@ -120,6 +120,16 @@ def test_a_newer_format_or_method_is_refused(tmp_path):
     assert f"method {METHOD_VERSION + 1}" in refusal(later)
 
 
+def test_two_benchmarks_of_one_case_are_refused_naming_both(tmp_path):
+    def doubled(result):
+        twin = json.loads(json.dumps(result["benchmarks"][0]))
+        twin["name"] = twin["fullname"] = "test_other[the same case]"
+        result["benchmarks"].append(twin)
+    first = json.loads((ROOT / BY_METHOD[5]).read_text())["benchmarks"][0]["fullname"]
+    reason = refusal(saved_copy(tmp_path, doubled))
+    assert reason.startswith(f"{first} and test_other[the same case] are one case ("), reason
+
+
 def test_what_is_no_result_is_refused(tmp_path):
     assert refusal(tmp_path / "absent.json") == "No such file or directory"
     (tmp_path / "text.json").write_text("not json")

@@ -30,7 +30,7 @@ def sample(kind: type[schema.Record], **fixed) -> schema.Record:
 
 
 PHASES = {schema.WorkerOverheadInfo: {"phase": "worker_overhead"}, schema.LossItemInfo: {"phase": "loss_item"},
-          schema.PhaseInfo: {"phase": "forward"}, schema.CountedPhaseInfo: {"phase": "forward", "metric": "instructions"},
+          schema.PhaseInfo: {"phase": "forward"}, schema.CountedPhaseInfo: {"phase": "loss", "metric": "instructions"},
           schema.TrainingRunInfo: {"phase": "training_run"}, schema.ConcurrentJobsInfo: {"phase": "concurrent_jobs-2"},
           schema.EnsembleInfo: {"phase": "ensemble-4"}, schema.DistPhaseInfo: {"phase": "backward", "world_size": 2},
           schema.DistTrainingRunInfo: {"phase": "training_run", "world_size": 2},

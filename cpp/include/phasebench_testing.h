@@ -34,13 +34,14 @@ int pb_testing_await_hold(pb_session session, int64_t timeout_ms, int32_t* waiti
 /* Lets the held body, and every later round of that phase, run. */
 int pb_testing_release_hold(pb_session session);
 
-/* The trainer's device resolution (cpp/src/trainer.cpp resolve_device, what pb_create does with pb_options.device
- * once CUDA is available) on a machine without a GPU: for the call, c10's CUDA device guard implementation is a fake
- * one whose current device is `current_index` and whose setDevice records its index. Writes the resolved device's
- * name ("cuda:1") into buffer and the index setDevice received into *set_index (-1: none). The real implementation
- * is back in place when the call returns, failed or not. */
-int pb_testing_resolve_cuda_device(const char* name, int32_t current_index, char* buffer, int64_t capacity,
-                                   int32_t* set_index);
+/* The trainer's device as pb_create resolves pb_options.device (`name`; NULL: none named), through the trainer's
+ * settings (cpp/src/trainer.cpp: CUDA's availability, then resolve_device), on a machine without a GPU: for the call,
+ * c10's CUDA device guard implementation is a fake one of `device_count` GPUs whose current device is
+ * `current_index` and whose setDevice records its index. Writes the resolved device's name ("cuda:1") into buffer
+ * and the index setDevice received into *set_index (-1: none). The real implementation is back in place when the
+ * call returns, failed or not. */
+int pb_testing_resolve_cuda_device(const char* name, int32_t current_index, int32_t device_count, char* buffer,
+                                   int64_t capacity, int32_t* set_index);
 
 #pragma GCC visibility pop
 

@@ -43,11 +43,13 @@ std::shared_ptr<Hold> hold_of(pb_session session) {
   return hold;
 }
 
-// CUDA's device guard implementation as a machine with a current GPU would report it, without a driver: getDevice
-// is `current`, and setDevice records the index it receives. Streams and events stay the no-op ones.
+// CUDA's device guard implementation as a machine with `count` GPUs and a current one would report it, without a
+// driver: getDevice is `current`, and setDevice records the index it receives. Streams and events stay the no-op
+// ones.
 struct FakeCudaGuardImpl final : c10::impl::NoOpDeviceGuardImpl<c10::DeviceType::CUDA> {
-  explicit FakeCudaGuardImpl(c10::DeviceIndex current) : current(current) {}
+  FakeCudaGuardImpl(c10::DeviceIndex current, c10::DeviceIndex count) : current(current), count(count) {}
 
+  c10::DeviceIndex deviceCount() const noexcept override { return count; }
   c10::Device getDevice() const override { return {c10::DeviceType::CUDA, current}; }
   void setDevice(c10::Device device) const override { set_index = device.index(); }
   void uncheckedSetDevice(c10::Device device) const noexcept override { set_index = device.index(); }
@@ -56,7 +58,7 @@ struct FakeCudaGuardImpl final : c10::impl::NoOpDeviceGuardImpl<c10::DeviceType:
     return getDevice();
   }
 
-  const c10::DeviceIndex current;
+  const c10::DeviceIndex current, count;
   mutable c10::DeviceIndex set_index = -1;
 };
 
@@ -117,19 +119,28 @@ int pb_testing_release_hold(pb_session session) {
   return guarded([&] { hold_of(session)->release(); });
 }
 
-int pb_testing_resolve_cuda_device(const char* name, int32_t current_index, char* buffer, int64_t capacity,
-                                   int32_t* set_index) {
+int pb_testing_resolve_cuda_device(const char* name, int32_t current_index, int32_t device_count, char* buffer,
+                                   int64_t capacity, int32_t* set_index) {
   return guarded([&] {
-    require(name, "device name");
     require(set_index, "set_index output");
-    if (current_index < 0 || current_index > std::numeric_limits<c10::DeviceIndex>::max())
+    constexpr int32_t most = std::numeric_limits<c10::DeviceIndex>::max();
+    if (current_index < 0 || current_index > most)
       throw std::invalid_argument("current index " + std::to_string(current_index) + " is no CUDA device index");
-    const torch::Device requested(name);
-    const FakeCudaGuardImpl fake(static_cast<c10::DeviceIndex>(current_index));
+    if (device_count < 0 || device_count > most)
+      throw std::invalid_argument("device count " + std::to_string(device_count) + " is no CUDA device count");
+    const FakeCudaGuardImpl fake(static_cast<c10::DeviceIndex>(current_index),
+                                 static_cast<c10::DeviceIndex>(device_count));
+    // The trainer's settings as pb_create makes them (the trainer's first member): the device named, or none.
+    pb_options options{};
+    options.struct_size = sizeof(pb_options);
+    options.data_root = "";
+    options.device = name;
+    options.width = 1;
+    options.batch_size = 1;
     std::string resolved;
     {
       const CudaGuardImplInstalled installed(&fake);
-      resolved = resolve_device(requested).str();
+      resolved = Settings(options).device.str();
     }
     copy_out(resolved, buffer, capacity);
     *set_index = fake.set_index;

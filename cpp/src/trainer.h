@@ -57,7 +57,8 @@ struct Settings {
 // A device as the trainer runs on it: a cuda one with its index (a bare "cuda" is the current CUDA device) and made
 // the current device; any other unchanged. Through c10's device guard implementation for CUDA, the one
 // c10::DeviceGuard calls, so that the testing build can check it with a fake one on a machine without a GPU
-// (pb_testing_resolve_cuda_device). The caller has checked that CUDA is available.
+// (pb_testing_resolve_cuda_device, through Settings as pb_create makes them). The caller has checked that CUDA is
+// available.
 torch::Device resolve_device(torch::Device device);
 
 // What a phase needs of the step before its clock (Trainer::run_phase).

@@ -65,6 +65,14 @@ def pytest_benchmark_update_json(config, benchmarks, output_json):
     schema.check_saved(output_json)
 
 
+def _mark_error(item) -> None:
+    """Marks the item's pytest-benchmark benchmark as an error: pytest-benchmark leaves it out of the saved file
+    (its pytest_benchmark_generate_json), and phasebench out of the answer and the gates (terminal.py, gating.py)."""
+    benchmark = (getattr(item, "funcargs", None) or {}).get("benchmark")
+    if benchmark is not None:
+        benchmark.has_error = True
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     """Ctrl-C or SIGTERM in the middle of a benchmark: pytest-benchmark would save its cut-short rounds as a
@@ -73,10 +81,21 @@ def pytest_runtest_call(item):
     try:
         return (yield)
     except KeyboardInterrupt:
-        benchmark = getattr(item, "funcargs", {}).get("benchmark")
-        if benchmark is not None:
-            benchmark.has_error = True
+        _mark_error(item)
         raise
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A case that failed in its call or its teardown is no result: pytest-benchmark marks a benchmark as an error
+    only where its own pedantic raised, so a check that fails after the timing (a round's product, a leftover
+    tensor, the training run's steps) would leave the timings in. Marked here, the case is left out of the answer,
+    the gates, the saved file and so the history, and the run's summary names it (terminal.py). A skip (xfail
+    included) is no failure."""
+    report = yield
+    if report.failed and report.when in ("call", "teardown"):
+        _mark_error(item)
+    return report
 
 
 def _ignore_sigterm(signum, frame):

@@ -7,7 +7,7 @@ from functools import partial
 
 import pytest
 
-from phasebench import registry
+from phasebench import registry, schema
 from phasebench.plugin import calibration
 from phasebench.plugin.session import PhasebenchSession
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
@@ -134,12 +134,21 @@ def library_or_skip(request, settings: PhasebenchSession, impl: str, device: str
 @pytest.fixture
 def worker_for(request, settings, worker_pool, last_user):
     """worker_for(impl, device, workload=the published one): the long-lived worker for that case, skipping
-    what cannot run here. After the last test of the run that asks for that worker, it is stopped."""
+    what cannot run here. After the last test of the run that asks for that worker, it is stopped. A worker that
+    replaced a dead one says so on the terminal, and in the case's `worker_replaced` where the test is a benchmark."""
     asked = set()
 
     def get(impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD) -> Worker:
         asked.add((impl, device, workload))
-        return worker_pool.get(impl, device, workload, library_or_skip(request, settings, impl, device))
+        worker = worker_pool.get(impl, device, workload, library_or_skip(request, settings, impl, device))
+        replaced = worker_pool.take_replaced(worker)
+        if replaced:
+            terminal_line(request.config)(f"phasebench: {request.node.name} runs on a fresh {worker.name} "
+                                          f"(pid {worker.pid}): {replaced}")
+            benchmark = request.node.funcargs.get("benchmark")
+            if benchmark is not None:
+                schema.write(benchmark, schema.Case, worker_replaced=replaced)
+        return worker
 
     yield get
     for key in asked:

@@ -85,6 +85,10 @@ def _write_answer(terminalreporter, config) -> None:
         terminalreporter.section(title, sep="-", bold=True)
         for line in lines:
             terminalreporter.write_line(line)
+    failed = [bench.name for bench in getattr(session, "benchmarks", None) or [] if bench and bench.has_error]
+    if failed:  # marked in phasebench/plugin/__init__.py's pytest_runtest_makereport and pytest_runtest_call
+        terminalreporter.write_line(f"phasebench: {len(failed)} case(s) failed or cut short, left out of the answer, "
+                                    f"the gates and the saved results: {', '.join(failed)}", red=True, bold=True)
     unsaved = [f"{option}={value}" for option, value in (("--benchmark-json", getattr(session, "json", None)),
                                                           ("--benchmark-save", getattr(session, "save", None)))
                if value] + (["--benchmark-autosave"] if getattr(session, "autosave", False) else [])

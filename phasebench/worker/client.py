@@ -119,6 +119,7 @@ class Worker:
         if conditions is not None:
             command, env = conditions.apply(command, env)
         self.started_ns = time.perf_counter_ns()
+        self.replaced: str | None = None  # set by WorkerPool where this worker replaced a dead one
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=self.log, stderr=self.log,
                                         pass_fds=(write_fd,), cwd=ROOT, env=env)
         os.close(write_fd)
@@ -325,9 +326,10 @@ class StartFailed(RuntimeError):
 
 
 class WorkerPool:
-    """Long-lived workers, one per (implementation, device, workload); a dead one is replaced on next use. A start
-    that fails is remembered: later asks for that worker raise StartFailed with its message, without a new process
-    (a start that fails once fails the same way again, after seconds of imports each time)."""
+    """Long-lived workers, one per (implementation, device, workload); a dead one is replaced on next use, and the
+    replacement says so in `replaced` until a case takes it (take_replaced). A start that fails is remembered: later
+    asks for that worker raise StartFailed with its message, without a new process (a start that fails once fails
+    the same way again, after seconds of imports each time)."""
 
     def __init__(self, make_worker):
         self.make_worker = make_worker  # (impl, device, workload, library) -> Worker
@@ -340,17 +342,27 @@ class WorkerPool:
             raise StartFailed(self.failed_starts[key])
         worker = self.workers.get(key)
         if worker is None or not worker.alive():
+            dead = None
             if worker is not None:
                 del self.workers[key]  # closed once: a replacement that fails to start leaves nothing to close again
                 worker.close()
+                dead = f"{worker.name} (pid {worker.pid}) had died with {describe_exit(worker.process.returncode)}"
             try:
                 worker = self.workers[key] = self.make_worker(impl, device, workload, library)
+                worker.replaced = dead
             except Exception as error:  # not a Ctrl-C: that stops the run, and says nothing of the worker
                 self.failed_starts[key] = (f"{impl} worker on {device} ({workload.label}) "
                                            f"is not started again: its start failed earlier in this session with "
                                            f"{type(error).__name__}: {error}")
                 raise
         return worker
+
+    @staticmethod
+    def take_replaced(worker: Worker) -> str | None:
+        """What the pooled worker replaced (the dead worker, its pid and how it died), once: the first case that runs
+        on a replacement records it; None for a worker that replaced none, or whose replacement a case took."""
+        replaced, worker.replaced = worker.replaced, None
+        return replaced
 
     def release(self, impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD) -> None:
         """Stop that worker now, if it runs: no later case needs it (conftest.py), and a sweep of many

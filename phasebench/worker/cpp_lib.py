@@ -146,8 +146,8 @@ TESTING_SIGNATURES = {
     "pb_testing_hold_phase": [_SESSION, ctypes.c_char_p],
     "pb_testing_await_hold": [_SESSION, ctypes.c_int64, ctypes.POINTER(ctypes.c_int32)],
     "pb_testing_release_hold": [_SESSION],
-    "pb_testing_resolve_cuda_device": [ctypes.c_char_p, ctypes.c_int32, ctypes.c_char_p, ctypes.c_int64,
-                                       ctypes.POINTER(ctypes.c_int32)],
+    "pb_testing_resolve_cuda_device": [ctypes.c_char_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_char_p,
+                                       ctypes.c_int64, ctypes.POINTER(ctypes.c_int32)],
 }
 
 

@@ -10,25 +10,27 @@ import os
 import statistics
 import tarfile
 
+from phasebench.saved import SavedResult
+
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "results", "gate", "rounds-and-threads")
 
 
 def saved(experiment, setting):
-    """The saved runs of one setting: the unpacked files, else the archive's members."""
+    """The saved runs of one setting (SavedResult): the unpacked files, else the archive's members."""
     paths = sorted(glob.glob(os.path.join(HERE, experiment, f"{setting}-*.json")))
     if paths:
-        return [json.load(open(path)) for path in paths]
+        return [SavedResult.load(path) for path in paths]
     with tarfile.open(os.path.join(HERE, f"{experiment}.tar.xz")) as tar:
         members = sorted(m.name for m in tar.getmembers() if fnmatch.fnmatch(m.name, f"{experiment}/{setting}-*.json"))
-        return [json.load(tar.extractfile(name)) for name in members]
+        return [SavedResult.from_json(json.load(tar.extractfile(name)), name) for name in members]
 
 
 for experiment, settings in (("rounds", ("r20", "r200")), ("threads", ("t2", "t1"))):
     medians = collections.defaultdict(lambda: collections.defaultdict(list))
     for setting in settings:
         for run in saved(experiment, setting):
-            for bench in run["benchmarks"]:
-                medians[bench["name"]][setting].append(bench["stats"]["median"])
+            for bench in run.benchmarks:
+                medians[bench.name][setting].append(bench.median)
     print(f"\n{experiment}: median of the run medians (µs), sd of log(run median) (%), runs\n")
     print("| case | " + " | ".join(f"{s} median | {s} sd | {s} runs" for s in settings) + " |")
     print("|---|" + "---:|" * 3 * len(settings))
