@@ -260,9 +260,11 @@ def measure_paired(group, phase, device, workload, settings, worker_for, utiliza
 
 
 def undecided_pairs(sides: dict) -> list[str]:
-    """The implementations of a paired measurement whose ratio to their reference, measured with them, is undecided."""
+    """The implementations of a paired measurement whose ratio to their reference, measured with them, has an interval
+    wider than a decided one's (a run of too few rounds for any interval asked for none)."""
     return [impl for impl in sides if (partner := registry.get(impl).pair) in sides
-            and not paired_ratio(sides[impl].blocks, sides[partner].blocks).decided]
+            and (ratio := paired_ratio(sides[impl].blocks, sides[partner].blocks)).low is not None
+            and not ratio.decided]
 
 
 # Parametrized by phasebench/plugin/__init__.py's pytest_generate_tests: per selected implementation, each of its phases,

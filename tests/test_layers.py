@@ -17,7 +17,7 @@ PACKAGE = ROOT / "phasebench"
 READERS_MAY_IMPORT = {"phasebench.results", "phasebench.saved", "phasebench.schema", "phasebench.record",
                       "phasebench.distributed_records", "phasebench.method", "phasebench.spec", "phasebench.registry",
                       "phasebench.data", "phasebench.utilization", "phasebench.gpu_sampling", "phasebench.cpu_windows",
-                      "phasebench.repository"}
+                      "phasebench.repository", "phasebench.stats"}
 # What phasebench.results may import of the suite (phasebench.schema, the format, its base phasebench.record and its
 # data-parallel records phasebench.distributed_records are).
 LEAVES = {"phasebench.saved", "phasebench.schema", "phasebench.record", "phasebench.distributed_records",
@@ -30,7 +30,7 @@ LAYERS = (
       "phasebench.registry", "phasebench.devices", "phasebench.determinism", "phasebench.data", "phasebench.provenance",
       "phasebench.phase_round", "phasebench.record", "phasebench.distributed_records", "phasebench.schema",
       "phasebench.saved", "phasebench.results", "phasebench.cpu_windows", "phasebench.gpu_sampling",
-      "phasebench.utilization"}),
+      "phasebench.utilization", "phasebench.stats", "phasebench.fitness"}),
     ("the Python trainer", {"phasebench.train"}),
     ("the workers, which run either trainer", {"phasebench.worker"}),
     ("the commands on saved results and on the workers", {"phasebench.gate", "phasebench.report", "phasebench.history",

@@ -37,12 +37,14 @@ def test_a_ratio_reads_as_a_factor_of_at_least_one_with_its_interval():
 
 
 def test_a_share_of_the_gap_stays_within_its_bounds_or_says_the_phases_moved_apart():
-    assert gap_share({"data_loading": 2.05, "forward": 0.2, "backward": 0.15}, "s", ".2f") == (
-        "; data_loading makes 2.05 s of the phases' 2.40 s gap (85%)")
+    assert gap_share({"data_loading": 2.05, "forward": 0.2, "backward": 0.15}, 2.44, "s", ".2f") == (
+        "; data_loading makes 2.05 s of the 2.44 s gap (84%)")
     # backward faster in Python by more than forward's gain: no "367%" of a gap, the moves themselves.
-    apart = gap_share({"forward": 7.51, "backward": -5.3, "loss": 0.1}, "s", ".2f")
-    assert apart == "; the phases moved in opposite directions (forward +7.51 s, backward -5.30 s, loss +0.10 s)"
-    assert gap_share({"forward": -1.0}, "s", ".2f") == ""
+    apart = gap_share({"forward": 7.51, "backward": -5.3, "loss": 0.1}, 2.05, "s", ".2f")
+    assert apart == ("; the phases moved in opposite directions (forward +7.51 s, backward -5.30 s, loss +0.10 s of "
+                     "the 2.05 s gap)")
+    assert "opposite directions" in gap_share({"forward": 3.0, "loss": 0.1}, 2.0, "s", ".2f")  # more than the gap
+    assert gap_share({"forward": -1.0}, 1.0, "s", ".2f") == ""
 
 
 @pytest.mark.parametrize("low, high, verdict", [

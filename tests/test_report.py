@@ -233,7 +233,7 @@ def test_findings_are_drawn_from_the_run():
     # The data-loading gap 4.8 - 0.3 = 4.5 ms: the design 4.8 - 1.8 = 3.0 ms (67%), the language 1.5 ms (33%).
     loading = line_naming(found, "python-tensor", "cpp")
     assert numbers(loading) == [4.8, 0.3, 4.5, 1.8, 3.0, 67, 1.5, 33], loading
-    # Batching: data_loading 800× and 100× less, train_step 1.82× and 1.00× faster.
+    # Batching: data_loading 800× and 100× less, train_step 1.82× faster and 1.00× the same.
     python_batched = line_naming(found, "python-batched", "data_loading", "train_step")
     assert numbers(python_batched) == [4.8, 0.006, 800, 10.0, 5.5, 1.82] and "less" in python_batched, python_batched
     cpp_batched = line_naming(found, "cpp-batched", "data_loading", "train_step")
@@ -285,7 +285,7 @@ def answer_rows(sections, title: str) -> dict[str, list[str]]:
 
 def test_direction_in_words():
     assert findings.direction(2.414) == "2.41× slower"
-    assert findings.direction(0.96) == "0.96× faster"
+    assert findings.direction(0.96) == "1.04× faster"
     assert findings.direction(0.9991) == "1.00× the same"
 
 
@@ -300,7 +300,7 @@ def test_the_answer_per_device_with_every_ratio_and_its_direction():
     cpu = answer_rows(sections, "phasebench: the answer on cpu")
     assert cpu["phase: median per call"] == ["python (ms)", "cpp (ms)", "python / cpp"]
     assert cpu["data_loading"] == ["4.8000", "0.3000", "16.00× slower"]
-    assert cpu["forward"] == ["2.8000", "3.5000", "0.80× faster"]
+    assert cpu["forward"] == ["2.8000", "3.5000", "1.25× faster"]
     assert set(cpu) >= {phase.name for phase in PHASES}
     # The training run's published rows, in seconds, the same way.
     assert cpu["Total Time"] == ["12.5000", "5.0000", "2.50× slower"]
@@ -348,7 +348,7 @@ def test_the_answer_has_one_row_per_other_implementation_within_100_columns():
             if (bench["extra_info"]["phase"], bench["extra_info"]["device"]) == ("train_step", "cpu")}
     assert cpu["python-tensor"] == ["cpp", "8.00× slower", findings.direction(step["python"] / 2 / step["cpp"]),
                                     "1.25× slower"]
-    assert cpu["python-foreach"] == ["python", "0.50× faster", "0.50× faster", "0.50× faster"]
+    assert cpu["python-foreach"] == ["python", "2.00× faster", "2.00× faster", "2.00× faster"]
     assert sum(line.split("  ")[0] in registry.NAMES for line in lines) == len(registry.NAMES) - 2
 
 
@@ -370,7 +370,7 @@ def test_chart_shows_every_direction_names_what_was_not_measured_and_leaves_out_
     assert "cuda: not run (no usable GPU: test)" in drawn["caption"]
     annotations = dict(drawn["annotations"][:len(PHASES)])  # the per-phase panel
     assert annotations["Data Loading"] == "16.00× slower"
-    assert annotations["Model Forward"] == "0.80× faster"
+    assert annotations["Model Forward"] == "1.25× faster"
     assert annotations["Loss Calculation"] == "Python: not measured"
     assert annotations["Progress Printing"] == "Python and C++: not measured"
     assert ("Total Time", "2.50× slower") in drawn["annotations"]  # the training run's rows

@@ -25,9 +25,9 @@ def pytest_report_header(config):
     one_call = config.getoption("benchmark_disable", False) or settings.count
     unpaired = why_unpaired(config)
     calls = ("one call a round" if one_call else
-             f"each round as many calls as {'the faster side' if not unpaired else 'its'} median warm-up call "
-             f"fills {calibration.ROUND_TARGET_S * 1e6:g} µs in (at most {calibration.MAX_ITERATIONS}; a compared "
-             f"case: its baseline's)")
+             f"each round as many calls as it takes {'the faster side' if not unpaired else 'the phase'}'s median "
+             f"warm-up call to fill {calibration.ROUND_TARGET_S * 1e6:g} µs (at most {calibration.MAX_ITERATIONS}; a "
+             f"compared case: its baseline's)")
     seed_source = ", the baseline's" if settings.order_seed_from == "baseline" else ""
     order = (f"each phase's implementations side by side in time, in alternating blocks of {BLOCK_ROUNDS} rounds "
              f"(A B B A …), the first drawn from seed {settings.order_seed}" if not unpaired else

@@ -119,7 +119,7 @@ def verdict(cases: dict, device: str, workload_id: str, pair: tuple[str, str]) -
                     f"{ratio['undecided']} ({totals[a]:.2f} against {totals[b]:.2f} s; {_run_shape(infos[a])}).")
         line = (f"Verdict: {a}'s Total Time is {said} than {b}'s "
                 f"({totals[a]:.2f} against {totals[b]:.2f} s; {_run_shape(infos[a])})")
-        return line + gap_share(parts, "s", ".2f") + "."
+        return line + gap_share(parts, totals[a] - totals[b], "s", ".2f") + "."
     medians = {phase.name: [median_ms(cases, phase.name, impl, device, workload_id) for impl in pair]
                for phase in PHASES if phase.name != "train_step"}
     gaps = {name: x - y for name, (x, y) in medians.items() if x is not None and y is not None}
@@ -132,24 +132,23 @@ def verdict(cases: dict, device: str, workload_id: str, pair: tuple[str, str]) -
         return (f"Verdict: undecided: {a}'s train_step against {b}'s could not be measured closely enough here: "
                 f"{ratio['undecided']}.")
     line = f"Verdict: {a}'s train_step is {said} than {b}'s per call (no training run here)"
-    return line + gap_share(gaps, "ms", ".3f") + "."
+    return line + gap_share(gaps, sum(gaps.values()), "ms", ".3f", "the phases'") + "."
 
 
-def gap_share(parts: dict[str, float], unit: str, spec: str) -> str:
-    """Which phase makes most of the phases' gap, as a share within 0–100 % of their summed gap; where phases moved in
-    opposite directions, it says so with each one's move instead of a share."""
+def gap_share(parts: dict[str, float], gap: float, unit: str, spec: str, whose: str = "the") -> str:
+    """Which phase makes most of a gap, as a share within 0–100 % of it; where phases moved in opposite directions, or
+    one phase's part exceeds the whole gap, it says so with each one's move instead of a share."""
     if not parts:
         return ""
     name, most = max(parts.items(), key=lambda item: item[1])
-    gap = sum(parts.values())
     if most <= 0 or gap <= 0:
         return ""
     against = {phase: part for phase, part in parts.items() if part < 0 and -part >= 0.01 * most}
-    if against:
+    if against or most > gap:
         moves = ", ".join(f"{phase} {part:+{spec}} {unit}" for phase, part in
                           sorted(parts.items(), key=lambda item: -abs(item[1]))[:4])
-        return f"; the phases moved in opposite directions ({moves})"
-    return f"; {name} makes {most:{spec}} {unit} of the phases' {gap:{spec}} {unit} gap ({most / gap:.0%})"
+        return f"; the phases moved in opposite directions ({moves} of {whose} {gap:{spec}} {unit} gap)"
+    return f"; {name} makes {most:{spec}} {unit} of {whose} {gap:{spec}} {unit} gap ({most / gap:.0%})"
 
 
 def _every_implementation(cases: dict, device: str, workload_id: str, present: list[str],

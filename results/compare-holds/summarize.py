@@ -29,7 +29,7 @@ def ratios(run: dict) -> dict[str, float]:
 
 
 def either_way(before: float, after: float) -> float:
-    """How much slower the loser became relative to the other, in percent (phasebench.gate.stats)."""
+    """How much slower the loser became relative to the other, in percent (phasebench.stats)."""
     return 100 * (max(before, after) / min(before, after) - 1)
 
 
