@@ -54,9 +54,10 @@ def partners(present: list[str], phase: str | None, device: str) -> list[str]:
 
 
 def pair_groups(items, impls: tuple[str, ...], seed: int) -> None:
-    """Stashes each paired case's group, in the order drawn for it (cases.run_order), its partners last; and puts
-    the group's cases into the places they hold in the collection in that order, so that the first to run is the
-    order's first (the per-phase cases are ordered so already: cases.run_orders)."""
+    """Stashes each paired case's group, in the order drawn for it (cases.run_order), its partners last; and runs
+    the group's cases one after the other in that order, where its first case stood, so that the case that measures
+    the group runs first and its partners replay at once (an interrupted run loses no measured case that it could
+    have saved)."""
     groups: dict[tuple, list[int]] = {}
     for index, item in enumerate(items):
         if paired_case(item):
@@ -75,6 +76,17 @@ def pair_groups(items, impls: tuple[str, ...], seed: int) -> None:
         group = tuple(order) + tuple(partners(order, params.get("phase"), params["device"]))
         for impl in order:
             cases[impl].stash[PAIRED_WITH] = group
+    together, placed = [], set()
+    for item in items:
+        if id(item) in placed:
+            continue
+        members = [item]
+        if paired_case(item):
+            members = sorted((items[slot] for slot in groups[group_key(item)]),
+                             key=lambda case: case.stash[PAIRED_WITH].index(case.callspec.params["impl"]))
+        together += members
+        placed.update(id(member) for member in members)
+    items[:] = together
 
 
 def block_schedule(order: tuple[str, ...], sweeps: int) -> list[tuple[int, str]]:
@@ -163,7 +175,8 @@ def pytest_configure(config):
 
 @pytest.hookimpl(trylast=True)  # after cases.py's run orders
 def pytest_collection_modifyitems(config, items):
-    pair_groups(items, config.phasebench.impls, config.phasebench.order_seed)
+    if why_unpaired(config) is None:  # a run that times each case alone keeps the collection's order
+        pair_groups(items, config.phasebench.impls, config.phasebench.order_seed)
 
 
 def sibling_nodeid(item, impl: str) -> str:
