@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import types
 import typing
 from pathlib import Path
 
@@ -163,6 +164,9 @@ def test_a_replacement_that_fails_to_start_leaves_nothing_closed_twice():
     closes = []
 
     class DeadWorker:
+        name, pid = "cpp worker on cpu", 4242  # what a replacement records of the worker it replaced
+        process = types.SimpleNamespace(returncode=-9)
+
         def alive(self):
             return False
 

@@ -55,9 +55,10 @@ def pytest_addoption(parser):
                          "(default: %(default)s)")
     group.addoption("--epochs", type=int, default=1, metavar="N",
                     help="epochs of each training_run (default: %(default)s; the published run trains 10)")
-    group.addoption("--run-rounds", type=int, default=1, metavar="N",
-                    help="rounds of each training_run, each a fresh worker process (default: %(default)s; the "
-                         "published figures take 3)")
+    group.addoption("--run-rounds", type=int, default=6, metavar="N",
+                    help="rounds of each training_run, each a fresh worker process; where the run pairs its cases, N "
+                         "pairs of rounds, each implementation's in turn (default: %(default)s, the fewest pairs whose "
+                         "median ratio has a 95%% interval: docs/method.md#every-ratio-with-its-interval)")
     group.addoption("--free-running", action="store_true",
                     help="also train each training_run once with no phase timers: the loop alone, recorded in "
                          "extra_info free_running")
