@@ -189,7 +189,8 @@ class PhasebenchSession:
             impls=impls, devices=devices, workloads=chosen_workloads,
             # 0 where not probed (a collection): torch's default, which no worker is started to use; --pins count
             # times on the count mode's one thread.
-            threads=option("threads") or (1 if switched.pinned else machine.probe()["threads"] if probed else 0),
+            threads=option("threads") or (1 if switched.pinned else default_threads(
+                machine.probe()["threads"], timed=not option("benchmark_disable", False)) if probed else 0),
             rounds=option("rounds"), warmup_rounds=option("warmup_rounds"), round_timeout=option("round_timeout"),
             epochs=option("epochs"), run_rounds=option("run_rounds"), processes=option("processes"),
             source=source, cuda_reason=cuda_reason, jobs=jobs, models=models, selections=named, extras=chosen_selections(config, named),
@@ -221,6 +222,19 @@ class PhasebenchSession:
 
 
 ORDER_SEED_INPUT = "phasebench_order_seed"  # how pytest-xdist's controller hands its workers the run's order seed
+
+
+def harness_cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def default_threads(picked: int, timed: bool) -> int:
+    """The workers' intra-op threads where --threads is not given: torch's pick, and in a timed run at most one fewer
+    than the cores, so that pytest and the idle side of a pair keep a core while a block runs: with every core a
+    parallel region's, whatever else runs holds the whole region up, and on a loaded 2-core machine no ratio could be
+    decided (results/paired-defaults/summary.md; docs/method.md#a-machine-unfit-to-measure)."""
+    return min(picked, max(1, harness_cores() - 1)) if timed else picked
 
 
 def order_seed(config) -> int:

@@ -9,7 +9,7 @@ from phasebench import data
 from phasebench.plugin import calibration, switches
 from phasebench.plugin.cases import left_out_line
 from phasebench.plugin.pairing import BLOCK_ROUNDS, why_unpaired
-from phasebench.plugin.session import PhasebenchSession
+from phasebench.plugin.session import PhasebenchSession, harness_cores
 
 
 @pytest.hookimpl(wrapper=True)
@@ -44,7 +44,10 @@ def pytest_report_header(config):
     ours = [
         f"phasebench: data: {source}",
         f"phasebench: torch {m['torch']}, torchvision {m['torchvision']}, CUDA {m['cuda']}, cuDNN {m['cudnn']}; "
-        f"GPU {gpu}; {settings.threads or 'not probed (a collection):'} intra-op threads",
+        f"GPU {gpu}; {settings.threads or 'not probed (a collection):'} intra-op threads"
+        + (f" (a timed run's default: torch's pick, at most one fewer than the {harness_cores()} cores, leaving one to "
+           f"the harness; --threads N sets it)" if settings.threads and not config.getoption("threads")
+           and not config.getoption("benchmark_disable", False) and not settings.count else ""),
         timing,
         f"phasebench: implementations {', '.join(settings.impls)}; workloads "
         f"{'; '.join(workload.label for workload in settings.workloads)}",
