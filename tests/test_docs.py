@@ -275,27 +275,52 @@ def test_the_code_checker_reads_comments_and_docstrings_only(tmp_path):
 # ---- The README -----------------------------------------------------------------------------------------------------
 
 README = ROOT / "README.md"
-RESULT = ROOT / "results" / "answer" / "default-run-3.json"
+RESULT = ROOT / "results" / "answer" / "default-run-paired.json"
 
 
 def test_the_readme_fits_on_a_few_screens():
     assert len(README.read_text(encoding="utf8").splitlines()) <= 250
 
 
-def test_the_readme_answer_is_the_saved_results():
-    text = README.read_text(encoding="utf8")
-    assert f"`{RESULT.relative_to(ROOT)}`" in text, "the README names the result its answer comes from"
-    lines = dict(answer(SavedResult.load(RESULT)))["phasebench: the answer on cpu"]
+def printed_answer(path: Path) -> dict[str, list[str]]:
+    """{row label: its cells} of the answer on cpu that a saved result prints (phasebench.report.findings.answer)."""
+    lines = dict(answer(SavedResult.load(path)))["phasebench: the answer on cpu"]
     printed = {}
     for line in lines:
         cells = [cell for cell in re.split(r"\s{2,}", line.strip()) if cell]
         if cells:
             printed.setdefault(cells[0], cells[1:4])
+    return printed
+
+
+def answer_rows(section: str, printed: dict[str, list[str]]) -> list[list[str]]:
+    """The rows of a page's Markdown tables in `section` whose label the answer prints."""
+    table = [[cell.strip() for cell in row.strip("|").split("|")] for row in section.splitlines()
+             if row.startswith("| ")]
+    return [row for row in table if row[0] in printed]
+
+
+def test_the_readme_answer_is_the_saved_results():
+    text = README.read_text(encoding="utf8")
+    assert f"`{RESULT.relative_to(ROOT)}`" in text, "the README names the result its answer comes from"
+    printed = printed_answer(RESULT)
     cpu_answer = text.split("\n## The answer", 1)[1].split("\n#", 1)[0]  # the GPU preview's table follows it
-    table = [[cell.strip() for cell in row.strip("|").split("|")] for row in cpu_answer.splitlines()
-             if row.startswith("| ") and "the network's phases together" not in row]
-    rows = [row for row in table if row[0] in printed]
-    assert len(rows) >= 6, table
+    rows = answer_rows(cpu_answer, printed)
+    assert len(rows) >= 6, cpu_answer
+    for label, *cells in rows:
+        assert cells == printed[label], label
+
+
+def test_the_results_pages_answer_is_the_saved_result_it_cites():
+    """docs/results.md's answer section: every row of its tables that the answer prints is the answer of the file its
+    provenance line names, cell for cell (the training run's rows and the per-call phases')."""
+    text = (ROOT / RESULTS_PAGE).read_text(encoding="utf8")
+    section = text.split("\n## The answer: one epoch of the published run on cpu", 1)[1].split("\n## ", 1)[0]
+    first = section.split("\nmachine:")[1]  # the first provenance line and its tables
+    [cited] = re.findall(r"file\s+\[results/([^\]]+\.json)\]", first)
+    printed = printed_answer(ROOT / "results" / cited)
+    rows = answer_rows(first, printed)
+    assert len(rows) >= 15, section
     for label, *cells in rows:
         assert cells == printed[label], label
 

@@ -161,7 +161,7 @@ def test_the_report_shows_them_beside_the_wall_time_where_present(capsys, tmp_pa
     assert "Python host CPU (ms)" not in markdown_rows(section(out, "cpu"), "**Per phase on cpu")[0]
 
 
-@pytest.mark.parametrize("pack, path", [(PREVIEW_PACK, PREVIEW_PHASES), (None, "results/answer/default-run-3.json")])
+@pytest.mark.parametrize("pack, path", [(PREVIEW_PACK, PREVIEW_PHASES), (None, "results/answer/default-run-paired.json")])
 def test_results_saved_without_them_load_and_report(pack, path, capsys, tmp_path):
     saved = unpacked(pack, path, tmp_path) if pack else ROOT / path  # the preview: the phases on cuda, method 4
     cases = SavedResult.load(saved).published()

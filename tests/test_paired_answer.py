@@ -83,9 +83,9 @@ def test_an_interval_from_blocks_is_what_the_case_saves():
 
 
 def test_a_result_saved_before_pairing_is_answered_with_its_bare_ratios():
-    """The README's method-6 answer (results/answer/default-run-3.json) loads and answers as it did: ratios of the
+    """The README's method-6 answer (tests/fixtures/method-6-answer.json) loads and answers as it did: ratios of the
     medians, no interval, nothing undecided."""
-    saved = SavedResult.load(Path(ROOT) / "results/answer/default-run-3.json")
+    saved = SavedResult.load(Path(ROOT) / "tests/fixtures/method-6-answer.json")
     lines = [line for _, section in answer(saved) for line in section]
     text = "\n".join(lines)
     assert "Verdict: python's Total Time is 1.77× slower than cpp's" in text, text

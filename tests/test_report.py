@@ -523,8 +523,8 @@ def test_the_workers_start_up_parts_are_tabled_where_saved(tmp_path):
 
 
 def test_the_report_reproduces_the_readmes_answer_byte_for_byte():
-    """results/answer/default-run-3.md is `python -m phasebench.report results/answer/default-run-3.json`'s table file
+    """results/answer/default-run-paired.md is `python -m phasebench.report results/answer/default-run-paired.json`'s table file
     (results/answer/README.md): the same saved result, read through SavedResult, gives the same bytes."""
-    saved = Path("results/answer/default-run-3.json")
+    saved = Path("results/answer/default-run-paired.json")
     text, _ = cli.render(saved, SavedResult.load(ROOT / saved), "markdown")
-    assert text == (ROOT / "results/answer/default-run-3.md").read_text(encoding="utf8")
+    assert text == (ROOT / "results/answer/default-run-paired.md").read_text(encoding="utf8")

@@ -3,9 +3,10 @@
 pytest-benchmark times a round as `iterations` calls of its target between two reads of its timer and divides by
 them, so its statistics stay per call; the worker clock (phasebench.worker.client.worker_clock) sums the calls'
 in-worker durations. A round of one call of a microsecond holds one draw of the caches' and the scheduler's state; a
-round of calls that last ROUND_TARGET_S together holds their mean. A case's calls per round are calibrated from its
-warm-up calls, as pytest-benchmark calibrates its own loops against --benchmark-min-time, and a phase's other
-implementations take those of its first-timed one (the same statistic on both sides of a ratio), except where
+round of calls that last ROUND_TARGET_S together holds their mean. A phase's calls per round are calibrated from
+warm-up calls, as pytest-benchmark calibrates its own loops against --benchmark-min-time: in a paired run from the
+faster side's median warm-up call (bench/test_phases.py paired_iterations), in an unpaired one from the first-timed
+implementation's, which the phase's others take (the same statistic on both sides of a ratio either way), except where
 --benchmark-compare loaded a baseline holding the case: then they are the baseline's, since a median per call of one
 call a round and one of many calls a round are not the same statistic. Both are recorded (stats.iterations, and
 extra_info's iterations and iterations_from)."""

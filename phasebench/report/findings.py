@@ -49,7 +49,7 @@ def _ratio_cells(values: dict[str, float | None], pairs: list[tuple[str, str]], 
 
 def unfit_lines(cases: dict, device: str, workload_id: str) -> list[str]:
     """A line for each case of a device and workload that the machine could not measure (its saved machine_fit)."""
-    return [f"the machine could not measure {phase} ({impl}): {fit['why']}"
+    return [f"measured on a machine unfit to measure: {phase} ({impl}): {fit['why']}"
             for (phase, impl, case_device, case_workload), bench in cases.items()
             if (case_device, case_workload) == (device, workload_id)
             and (fit := getattr(bench.info, "machine_fit", None)) and not fit.get("fit", True)]

@@ -11,7 +11,7 @@ mkdir -p "$OUT"
 run() {  # TREE NAME
   local start; start=$(date +%s.%N)
   echo "before: $(cat /proc/loadavg)" > "$OUT/$2.time"
-  (cd "$1" && .venv/bin/python -m pytest -p no:cacheprovider --benchmark-only --run-rounds "$PAIRS" \
+  (cd "$1" && PYTHONPATH="$1" .venv/bin/python -m pytest -p no:cacheprovider --benchmark-only --run-rounds "$PAIRS" \
     --benchmark-json="$OUT/$2.json" > "$OUT/$2.log" 2>&1)
   echo "after: $(cat /proc/loadavg); $(echo "$(date +%s.%N) - $start" | bc) s" >> "$OUT/$2.time"
 }

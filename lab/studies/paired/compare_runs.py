@@ -1,16 +1,19 @@
 """The tables of lab/studies/paired/before_after.sh's runs: per ratio, how much it moves across unchanged runs before
 pairing (old-N.json) and with it (new-N.json), and what the paired runs' intervals say.
 
-    python -m lab.studies.paired.compare_runs OUT_DIR > OUT_DIR/summary.md
+    python -m lab.studies.paired.compare_runs OUT_DIR [--runs-json FILE] > OUT_DIR/summary.md
 
 Per ratio (Total Time and the per-call phases): its relative IQR across the runs (IQR over median) of each side, and
 new/old with a 95 % percentile bootstrap interval (each side's runs resampled with replacement, seeded); for the new
 runs, in how many the ratio was decided, the median relative half-width of its interval, in how many runs the
-interval holds the median of all new runs' estimates, and in how many a case of the ratio was marked unfit.
+interval holds the median of all new runs' estimates, and in how many a case of the ratio was marked unfit. With
+--runs-json, every run's figures that the tables are made of (its load, wall time, and per ratio its value, saved
+interval and fitness) go to FILE: what a results folder keeps instead of the runs themselves.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 import sys
@@ -37,7 +40,25 @@ def ratio_of(result: SavedResult, phase: str) -> tuple[float, dict | None, list]
     return (saved["estimate"] if saved else python.median / cpp.median), saved, fits
 
 
+def run_figures(folder: Path, path: Path, result: SavedResult) -> dict:
+    """One run's figures for --runs-json."""
+    text = (folder / f"{path.stem}.time").read_text()
+    loads = [float(value) for value in re.findall(r"(?:before|after): ([\d.]+)", text)]
+    seconds = re.findall(r"; ([\d.]+) s", text)
+    figures = {"run": path.stem, "commit": result.commit_info.get("id", "")[:7], "method": result.machine.method,
+               "threads": result.machine.threads, "load_before_after": loads,
+               "wall_s": round(float(seconds[0]), 1) if seconds else None, "ratios": {}}
+    for phase in RATIOS:
+        value, saved, fits = ratio_of(result, phase)
+        figures["ratios"][phase] = {"value": value, "saved": saved, "fit": [fit and fit.get("fit") for fit in fits]}
+    return figures
+
+
 def main(argv: list[str]) -> int:
+    runs_json = None
+    if "--runs-json" in argv:
+        at = argv.index("--runs-json")
+        runs_json, argv = Path(argv[at + 1]), argv[:at] + argv[at + 2:]
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2
@@ -57,7 +78,7 @@ def main(argv: list[str]) -> int:
         resampled = [relative_iqr(rng.choice(new_values, len(new_values))) /
                      max(relative_iqr(rng.choice(old_values, len(old_values))), 1e-12) for _ in range(RESAMPLES)]
         low, high = np.percentile(resampled, [2.5, 97.5])
-        point = relative_iqr(new_values) / relative_iqr(old_values)
+        point = relative_iqr(new_values) / max(relative_iqr(old_values), 1e-12)
         saved = [s for _, s, _ in new if s]
         decided = sum(bool(s.get("decided")) for s in saved)
         halves = [s["half_width"] for s in saved if s.get("half_width") is not None]
@@ -78,6 +99,9 @@ def main(argv: list[str]) -> int:
             loads.append(f"| {path.stem} | {' → '.join(numbers)} | {float(seconds[0]):.0f} |" if seconds else "")
     lines += ["", "| run | load average before → after | wall s |", "|---|---|---:|", *filter(None, loads)]
     print("\n".join(lines))
+    if runs_json:
+        runs_json.write_text(json.dumps([run_figures(folder, path, result) for side in ("old", "new")
+                                         for path, result in runs[side]], indent=1) + "\n")
     return 0
 
 

@@ -1,0 +1,55 @@
+"""The table of lab/studies/paired/loaded.sh's runs: per ratio, what each run printed (its interval, or undecided and
+why), whether the decided intervals of the runs hold each other's (pairwise overlap), and which cases each run marked
+as measured on a machine unfit to measure.
+
+    python -m lab.studies.paired.loaded_summary OUT_DIR > OUT_DIR/summary.md
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import sys
+from pathlib import Path
+
+from phasebench.report.cases import paired_direction
+from phasebench.saved import SavedResult
+
+RATIOS = ("training_run", "forward", "backward", "train_step", "param_update", "data_loading")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    folder = Path(argv[0])
+    runs = [(path.stem, SavedResult.load(path)) for path in sorted(folder.glob("loaded-*.json"))]
+    lines = ["| ratio | " + " | ".join(name for name, _ in runs) + " | decided intervals overlap | unfit marks |",
+             "|---|" + "---|" * len(runs) + "---|---:|"]
+    for phase in RATIOS:
+        cells, intervals, unfit = [], [], 0
+        for _, result in runs:
+            python, cpp = (result.cases[(phase, impl, "cpu", "")] for impl in ("python", "cpp"))
+            ratio = python.info.ratio or {}
+            text = paired_direction(ratio)
+            if text == "undecided":
+                text += f" ({ratio.get('undecided')})"
+            else:
+                intervals.append((ratio["low"], ratio["high"]))
+            cells.append(text)
+            unfit += sum(1 for case in (python, cpp) if not ((case.info.machine_fit or {}).get("fit", True)))
+        overlap = all(a[0] <= b[1] and b[0] <= a[1] for a, b in itertools.combinations(intervals, 2))
+        lines.append(f"| {phase} | " + " | ".join(cells) + f" | {'yes' if overlap else 'no'} "
+                     f"({len(intervals)} decided) | {unfit} |")
+    lines += ["", "| run | load average before → after | wall s |", "|---|---|---:|"]
+    for name, _ in runs:
+        text = (folder / f"{name}.time").read_text()
+        loads = re.findall(r"(?:before|after): ([\d.]+)", text)
+        seconds = re.findall(r"; ([\d.]+) s", text)
+        lines.append(f"| {name} | {' → '.join(loads)} | {float(seconds[0]):.0f} |" if seconds else f"| {name} | | |")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
