@@ -21,7 +21,7 @@ from tests.scratch_git import git, new_repo
 
 # (archive, member): --count instructions, method 3; the default timed run, method 3
 COUNTED = (ROOT / "results/instruction-counts/study-e677c9f/spread.tar.xz", "spread/01.json")
-TIMED = (ROOT / "results/answer/default-runs.tar.xz", "default-1.json")
+TIMED = (ROOT / "tests/fixtures/method-6-default-runs.tar.xz", "default-1.json")
 PHASES = ("backward", "loss")
 
 

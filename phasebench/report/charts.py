@@ -23,6 +23,7 @@ from phasebench.report.cases import (
 from phasebench.report.findings import direction, paired_direction
 from phasebench.results import ratio_pairs
 from phasebench.saved import SavedCase, SavedResult
+from phasebench.schema import SUMMED_RATIO
 from phasebench.spec import STEP_IN_RUN
 
 CHART_NAMES = {"python": "Python", "cpp": "C++"}
@@ -108,8 +109,9 @@ def _ratio_panel(axis, points: list[tuple[str, dict]], drawn: dict) -> None:
         axis.errorbar([i], [estimate], yerr=error, fmt="o", capsize=4, color="black" if decided else "grey",
                       markerfacecolor="black" if decided else "white")
         text = paired_direction(ratio)
-        axis.annotate(text.replace(" [", "\n["), (i, high if high is not None else estimate), xytext=(0, 8),
-                      textcoords="offset points", ha="center", fontsize="x-small",
+        # The factor alone: its interval is the error bar, and the bars' panel above writes both out.
+        axis.annotate(f"{estimate:.2f}×" if decided else "undecided", (i, high if high is not None else estimate),
+                      xytext=(0, 6), textcoords="offset points", ha="center", fontsize="x-small",
                       color="black" if decided else "grey")
         drawn["annotations"].append((label, text))
     axis.axhline(1.0, color="grey", linewidth=0.8)
@@ -169,7 +171,16 @@ def chart(path: Path, result: SavedResult, title: str) -> dict:
             values = {impl: {i: rows[impl][label] for i, label in enumerate(labels)
                              if impl in rows and rows[impl].get(label) is not None} for impl in IMPLEMENTATIONS}
             name = f"{device}: training run, whole program and each phase's total"
-            _bar_panel(axis, labels, values, {}, "seconds (median of the runs)", drawn)
+            run = cases["training_run", "python", device] if ("training_run", "python", device) in cases else None
+            keys = {"Total Time": None, "Summed Time": SUMMED_RATIO} | {phase.label: phase.name for phase in RUN_PHASES}
+            paired = {}
+            if run is not None:
+                for i, label in enumerate(labels):
+                    ratio = run.info.ratio if keys.get(label, "") is None else (run.info.phase_ratios or {}).get(
+                        keys.get(label))
+                    if (ratio or {}).get("to") == "cpp":
+                        paired[i] = ratio
+            _bar_panel(axis, labels, values, {}, "seconds (median of the runs)", drawn, paired)
         axis.set_title(name, loc="left", fontweight="bold")
         drawn["panels"].append(name)
     if not panels:

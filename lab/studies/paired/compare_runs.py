@@ -101,7 +101,7 @@ def main(argv: list[str]) -> int:
     print("\n".join(lines))
     if runs_json:
         runs_json.write_text(json.dumps([run_figures(folder, path, result) for side in ("old", "new")
-                                         for path, result in runs[side]], indent=1) + "\n")
+                                         for path, result in runs[side]], separators=(",", ":")) + "\n")
     return 0
 
 

@@ -2,12 +2,16 @@
 why), whether the decided intervals of the runs hold each other's (pairwise overlap), and which cases each run marked
 as measured on a machine unfit to measure.
 
-    python -m lab.studies.paired.loaded_summary OUT_DIR > OUT_DIR/summary.md
+    python -m lab.studies.paired.loaded_summary OUT_DIR [--runs-json FILE] > OUT_DIR/summary.md
+
+With --runs-json, each run's load averages, wall time and per ratio its saved interval and both cases' machine_fit go
+to FILE.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import sys
 from pathlib import Path
@@ -19,6 +23,10 @@ RATIOS = ("training_run", "forward", "backward", "train_step", "param_update", "
 
 
 def main(argv: list[str]) -> int:
+    runs_json = None
+    if "--runs-json" in argv:
+        at = argv.index("--runs-json")
+        runs_json, argv = Path(argv[at + 1]), argv[:at] + argv[at + 2:]
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2
@@ -48,6 +56,19 @@ def main(argv: list[str]) -> int:
         seconds = re.findall(r"; ([\d.]+) s", text)
         lines.append(f"| {name} | {' → '.join(loads)} | {float(seconds[0]):.0f} |" if seconds else f"| {name} | | |")
     print("\n".join(lines))
+    if runs_json:
+        figures = []
+        for name, result in runs:
+            text = (folder / f"{name}.time").read_text()
+            figures.append({"run": name, "commit": result.commit_info.get("id", "")[:7],
+                            "threads": result.machine.threads,
+                            "load_before_after": [float(v) for v in re.findall(r"(?:before|after): ([\d.]+)", text)],
+                            "wall_s": [round(float(v), 1) for v in re.findall(r"; ([\d.]+) s", text)],
+                            "ratios": {phase: {"ratio": result.cases[(phase, "python", "cpu", "")].info.ratio,
+                                               "machine_fit": [result.cases[(phase, impl, "cpu", "")].info.machine_fit
+                                                               for impl in ("python", "cpp")]}
+                                       for phase in RATIOS}})
+        runs_json.write_text(json.dumps(figures, separators=(",", ":")) + "\n")
     return 0
 
 

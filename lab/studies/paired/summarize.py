@@ -1,11 +1,15 @@
 """The tables of lab/studies/paired/defaults.sh's runs: per machine state and setting, each phase's per-call medians in
 both languages, its paired ratio with its interval, and how long each worker's threads waited for a core.
 
-    python -m lab.studies.paired.summarize OUT_DIR > OUT_DIR/summary.md
+    python -m lab.studies.paired.summarize OUT_DIR [--runs-json FILE] > OUT_DIR/summary.md
+
+With --runs-json, every run's figures that the table is made of go to FILE: what a results folder keeps instead of
+the runs themselves.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -38,11 +42,38 @@ def rows(folder: Path) -> list[str]:
     return lines
 
 
+def run_figures(folder: Path) -> list[dict]:
+    """Each run's figures for --runs-json: its load averages and wall time, and per phase both medians, the saved
+    paired ratio, the rounds and both cases' machine_fit."""
+    figures = []
+    for path in sorted(folder.glob("*.json")):
+        result = SavedResult.load(path)
+        times = (folder / f"{path.stem}.time").read_text()
+        run = {"run": path.stem, "commit": result.commit_info.get("id", "")[:7], "threads": result.machine.threads,
+               "omp_wait_policy": result.machine.omp_wait_policy,
+               "load_before_after": [float(v) for v in re.findall(r"(?:before|after): ([\d.]+)", times)],
+               "wall_s": [round(float(v), 1) for v in re.findall(r"; ([\d.]+) s", times)], "phases": {}}
+        for phase in PHASES:
+            python, cpp = result.cases.get((phase, "python", "cpu", "")), result.cases.get((phase, "cpp", "cpu", ""))
+            if python is not None and cpp is not None:
+                run["phases"][phase] = {"python_median_s": python.median, "cpp_median_s": cpp.median,
+                                        "rounds": python.info.rounds, "ratio": python.info.ratio,
+                                        "machine_fit": [python.info.machine_fit, cpp.info.machine_fit]}
+        figures.append(run)
+    return figures
+
+
 def main(argv: list[str]) -> int:
+    runs_json = None
+    if "--runs-json" in argv:
+        at = argv.index("--runs-json")
+        runs_json, argv = Path(argv[at + 1]), argv[:at] + argv[at + 2:]
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2
     print("\n".join(rows(Path(argv[0]))))
+    if runs_json:
+        runs_json.write_text(json.dumps(run_figures(Path(argv[0])), separators=(",", ":")) + "\n")
     return 0
 
 
