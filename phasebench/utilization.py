@@ -217,21 +217,8 @@ class Monitor:
         window's: the workers' CPU time over the windows' summed wall time, and every window's GPU samples. A worker's
         start-up (its set-up included) and exit, between the windows, are in none."""
         spans = []
-
-        @contextmanager
-        def each(worker):
-            if not self.sampling:
-                yield
-                return
-            with self._span(worker) as span:
-                yield
-            spans.append(span)
-
-        yield each
-        if not self.sampling:
-            schema.write(benchmark, schema.Utilization, gpu=None, cpu=None)
-            return
-        self._record(benchmark, impl, device, *figures(spans))
+        yield lambda worker: self.window(worker, spans)
+        self.record_windows(benchmark, impl, device, spans)
 
     @contextmanager
     def window(self, worker, into: list):

@@ -14,13 +14,13 @@ interval and fitness) go to FILE: what a results folder keeps instead of the run
 from __future__ import annotations
 
 import json
-import re
 import statistics
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from lab.studies.paired.run_files import load_and_wall, runs_json_option
 from phasebench.saved import SavedResult
 
 RATIOS = ("training_run", "forward", "backward", "train_step", "param_update", "data_loading")
@@ -42,12 +42,9 @@ def ratio_of(result: SavedResult, phase: str) -> tuple[float, dict | None, list]
 
 def run_figures(folder: Path, path: Path, result: SavedResult) -> dict:
     """One run's figures for --runs-json."""
-    text = (folder / f"{path.stem}.time").read_text()
-    loads = [float(value) for value in re.findall(r"(?:before|after): ([\d.]+)", text)]
-    seconds = re.findall(r"; ([\d.]+) s", text)
+    loads, wall = load_and_wall(folder, path.stem)
     figures = {"run": path.stem, "commit": result.commit_info.get("id", "")[:7], "method": result.machine.method,
-               "threads": result.machine.threads, "load_before_after": loads,
-               "wall_s": round(float(seconds[0]), 1) if seconds else None, "ratios": {}}
+               "threads": result.machine.threads, "load_before_after": loads, "wall_s": wall, "ratios": {}}
     for phase in RATIOS:
         value, saved, fits = ratio_of(result, phase)
         figures["ratios"][phase] = {"value": value, "saved": saved, "fit": [fit and fit.get("fit") for fit in fits]}
@@ -55,10 +52,7 @@ def run_figures(folder: Path, path: Path, result: SavedResult) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    runs_json = None
-    if "--runs-json" in argv:
-        at = argv.index("--runs-json")
-        runs_json, argv = Path(argv[at + 1]), argv[:at] + argv[at + 2:]
+    runs_json, argv = runs_json_option(argv)
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2
@@ -93,11 +87,9 @@ def main(argv: list[str]) -> int:
     loads = []
     for side in ("old", "new"):
         for path, _ in runs[side]:
-            text = (folder / f"{path.stem}.time").read_text()
-            numbers = re.findall(r"(?:before|after): ([\d.]+)", text)
-            seconds = re.findall(r"; ([\d.]+) s", text)
-            loads.append(f"| {path.stem} | {' → '.join(numbers)} | {float(seconds[0]):.0f} |" if seconds else "")
-    lines += ["", "| run | load average before → after | wall s |", "|---|---|---:|", *filter(None, loads)]
+            before_after, wall = load_and_wall(folder, path.stem)
+            loads.append(f"| {path.stem} | {' → '.join(f'{load:.2f}' for load in before_after)} | {wall:.0f} |")
+    lines += ["", "| run | load average before → after | wall s |", "|---|---|---:|", *loads]
     print("\n".join(lines))
     if runs_json:
         runs_json.write_text(json.dumps([run_figures(folder, path, result) for side in ("old", "new")

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 import sys
 from pathlib import Path
 
+from lab.studies.paired.run_files import load_and_wall, runs_json_option
 from phasebench.report.cases import paired_direction
 from phasebench.saved import SavedResult
 
@@ -23,10 +23,7 @@ RATIOS = ("training_run", "forward", "backward", "train_step", "param_update", "
 
 
 def main(argv: list[str]) -> int:
-    runs_json = None
-    if "--runs-json" in argv:
-        at = argv.index("--runs-json")
-        runs_json, argv = Path(argv[at + 1]), argv[:at] + argv[at + 2:]
+    runs_json, argv = runs_json_option(argv)
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2
@@ -51,19 +48,15 @@ def main(argv: list[str]) -> int:
                      f"({len(intervals)} decided) | {unfit} |")
     lines += ["", "| run | load average before → after | wall s |", "|---|---|---:|"]
     for name, _ in runs:
-        text = (folder / f"{name}.time").read_text()
-        loads = re.findall(r"(?:before|after): ([\d.]+)", text)
-        seconds = re.findall(r"; ([\d.]+) s", text)
-        lines.append(f"| {name} | {' → '.join(loads)} | {float(seconds[0]):.0f} |" if seconds else f"| {name} | | |")
+        loads, wall = load_and_wall(folder, name)
+        lines.append(f"| {name} | {' → '.join(f'{load:.2f}' for load in loads)} | {wall:.0f} |")
     print("\n".join(lines))
     if runs_json:
         figures = []
         for name, result in runs:
-            text = (folder / f"{name}.time").read_text()
+            loads, wall = load_and_wall(folder, name)
             figures.append({"run": name, "commit": result.commit_info.get("id", "")[:7],
-                            "threads": result.machine.threads,
-                            "load_before_after": [float(v) for v in re.findall(r"(?:before|after): ([\d.]+)", text)],
-                            "wall_s": [round(float(v), 1) for v in re.findall(r"; ([\d.]+) s", text)],
+                            "threads": result.machine.threads, "load_before_after": loads, "wall_s": wall,
                             "ratios": {phase: {"ratio": result.cases[(phase, "python", "cpu", "")].info.ratio,
                                                "machine_fit": [result.cases[(phase, impl, "cpu", "")].info.machine_fit
                                                                for impl in ("python", "cpp")]}

@@ -10,10 +10,10 @@ the runs themselves.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 
+from lab.studies.paired.run_files import load_and_wall, runs_json_option
 from phasebench.report.cases import paired_direction
 from phasebench.saved import SavedResult
 
@@ -25,8 +25,7 @@ def rows(folder: Path) -> list[str]:
              "rounds | threads waited, python / cpp |", "|---|---|---|---:|---:|---|---:|---:|---|"]
     for path in sorted(folder.glob("*.json"), key=lambda p: (p.stem.split("-")[0] != "quiet", p.stem)):
         result = SavedResult.load(path)
-        times = (folder / f"{path.stem}.time").read_text()
-        loads = re.findall(r"(?:before|after): ([\d.]+)", times)
+        loads = [f"{load:.2f}" for load in load_and_wall(folder, path.stem)[0]]
         cases = result.cases
         for phase in PHASES:
             python, cpp = cases.get((phase, "python", "cpu", "")), cases.get((phase, "cpp", "cpu", ""))
@@ -48,11 +47,10 @@ def run_figures(folder: Path) -> list[dict]:
     figures = []
     for path in sorted(folder.glob("*.json")):
         result = SavedResult.load(path)
-        times = (folder / f"{path.stem}.time").read_text()
+        loads, wall = load_and_wall(folder, path.stem)
         run = {"run": path.stem, "commit": result.commit_info.get("id", "")[:7], "threads": result.machine.threads,
-               "omp_wait_policy": result.machine.omp_wait_policy,
-               "load_before_after": [float(v) for v in re.findall(r"(?:before|after): ([\d.]+)", times)],
-               "wall_s": [round(float(v), 1) for v in re.findall(r"; ([\d.]+) s", times)], "phases": {}}
+               "omp_wait_policy": result.machine.omp_wait_policy, "load_before_after": loads, "wall_s": wall,
+               "phases": {}}
         for phase in PHASES:
             python, cpp = result.cases.get((phase, "python", "cpu", "")), result.cases.get((phase, "cpp", "cpu", ""))
             if python is not None and cpp is not None:
@@ -64,10 +62,7 @@ def run_figures(folder: Path) -> list[dict]:
 
 
 def main(argv: list[str]) -> int:
-    runs_json = None
-    if "--runs-json" in argv:
-        at = argv.index("--runs-json")
-        runs_json, argv = Path(argv[at + 1]), argv[:at] + argv[at + 2:]
+    runs_json, argv = runs_json_option(argv)
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2
