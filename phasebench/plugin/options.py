@@ -59,6 +59,10 @@ def pytest_addoption(parser):
                     help="rounds of each training_run, each a fresh worker process; where the run pairs its cases, N "
                          "pairs of rounds, each implementation's in turn (default: %(default)s, the fewest pairs whose "
                          "median ratio has a 95%% interval: docs/method.md#every-ratio-with-its-interval)")
+    group.addoption("--unpaired", action="store_true",
+                    help="time each case alone, one implementation after another, without measuring its partner "
+                         "beside it (default: a phase's implementations, and each one's reference, are measured side "
+                         "by side in alternating blocks: docs/method.md#paired-in-time); its ratios carry no interval")
     group.addoption("--free-running", action="store_true",
                     help="also train each training_run once with no phase timers: the loop alone, recorded in "
                          "extra_info free_running")

@@ -148,6 +148,8 @@ def why_unpaired(config) -> str | None:
     spreads each case over fresh workers, times each case alone."""
     if config.getoption("benchmark_disable", False):
         return "--benchmark-disable: nothing is timed"
+    if config.getoption("unpaired", False):
+        return "--unpaired: each case timed alone"
     settings = config.phasebench
     if settings.count:
         return "--count: a count does not drift with the machine"
