@@ -15,6 +15,7 @@ import pytest
 
 from phasebench.history import changes, cli, page, points
 from phasebench.history import series as series_mod
+from phasebench.method import METHOD_VERSION
 from phasebench.repository import ROOT
 from phasebench.saved import SavedResult
 from tests.scratch_git import git, new_repo
@@ -292,3 +293,116 @@ def test_the_command_prints_a_line_per_phase_and_writes_the_page(tmp_path, capsy
 @pytest.mark.parametrize(("values", "expected"), [([1e6] * 4, []), ([1e6, 1e6, 1.006e6, 1.006e6], [2])])
 def test_count_changes_alone(values, expected):
     assert [c.index for c in changes.count_changes(values, 0.5)] == expected
+
+
+# -- what a step is a change of, the spread beside it, each series' newest point ------------------------------
+
+BRACKETS = ("callgrind 2: zero, toggle, body, toggle, dump", "callgrind 3: the type attribute cache emptied first")
+
+
+def bracketed(commit: str, values: dict, bracket: str) -> dict:
+    result = saved(commit, values)
+    result["machine_info"]["phasebench"]["count"]["bracket"] = bracket
+    return result
+
+
+def test_a_step_where_the_count_bracket_changed_is_a_change_of_measurement_apart_from_code(tmp_path, capsys):
+    shas, _ = scratch_repo(tmp_path / "repo", 5)
+    results, repo = tmp_path / "results", tmp_path / "repo"
+    for n, sha in enumerate(shas):  # a code step in python's backward at the third commit; the bracket changes at
+        # the fourth, where python's loss steps with it
+        values = {key: value * (1.1 if key == ("backward", "python") and n >= 2 else 1.0)
+                  * (1.1 if key == ("loss", "python") and n >= 3 else 1.0) for key, value in COUNTS.items()}
+        write(results, f"{n}.json", bracketed(sha, values, BRACKETS[n >= 3]))
+    found, _, _ = history([results], repo)
+    (code,) = found[("backward", "python", "instructions")].changes
+    (measured,) = found[("loss", "python", "instructions")].changes
+    assert (code.measurement, code.kind("commit")) == ((), "code")
+    assert (measured.measurement, measured.kind("commit")) == (("count bracket",), "measurement")
+    assert measured.range == f"{shas[2][:7]}..{shas[3][:7]}"
+
+    assert cli.main([str(results), "--repo", str(repo), "--html", str(tmp_path / "page.html")]) == 0
+    printed = capsys.readouterr().out
+    lines = {text.split()[0] + " " + text.split()[1]: text for text in printed.splitlines() if " pts " in text}
+    assert "+10.0 % (a change of measurement: count bracket)" in lines["loss python"]
+    assert "measurement" not in lines["backward python"] and "+10.0 %" in lines["backward python"]
+    assert ("change points of code: 1 (1 dearer, 0 cheaper; 0 confirmed); changes of measurement, not of code: 1 "
+            "(1 dearer, 0 cheaper; 0 confirmed; count bracket)") in printed.splitlines()
+
+    html = (tmp_path / "page.html").read_text(encoding="utf8")
+    rows = re.findall(r'<tr class="change-row ([^"]*)"[^>]*data-impl="([^"]+)"[^>]*data-kind="([^"]+)">'
+                      r'<td class="size">(.)</td><td>([^<]+)</td>.*?<td>([^<]*)</td></tr>', html)
+    # The change of code first, though the change of measurement is newer; the latter hollow, grey, and named.
+    assert [(impl, phase, kind, mark, said) for _, impl, kind, mark, phase, said in rows] == [
+        ("python", "backward", "code", "▲", "code"),
+        ("python", "loss", "measurement", "△", "measurement: count bracket")]
+    assert rows[1][0].split() == ["up", "measurement"]
+    assert '<select id="f-kind" data-field="kind">' in html
+    assert '<g class="change unconfirmed measurement" data-impl="python"' in html
+
+    assert cli.main([str(results), "--repo", str(repo), "--unconfirmed"]) == 0
+    listed = {(row[6], row[5]): row for row in (line.split("\t") for line in capsys.readouterr().out.splitlines())}
+    assert listed[("loss", "python")][11:] == ["measurement: count bracket"]
+    assert listed[("backward", "python")][11:] == ["code"]
+
+
+def test_a_measurement_field_one_side_did_not_record_makes_no_change_of_measurement():
+    key = points.SeriesKey((), 3, "instructions", "cpu", "", "python", "loss")
+
+    def runs(bracket, sources):
+        return [points.Point("r", key, "a" * 40, None, 1.0, (), "f", context={"count bracket": bracket,
+                                                                              "method sources": sources})]
+
+    assert series_mod.measurement_changed(runs("b1", None), runs("b2", None)) == ("count bracket",)
+    assert series_mod.measurement_changed(runs(None, "h1"), runs("b2", "h2")) == ("method sources",)
+    assert series_mod.measurement_changed(runs("b1", "h1"), runs("b1", "h1")) == ()
+
+
+def test_the_spread_beside_a_change_is_labelled_descriptive_not_a_confidence_interval(tmp_path):
+    shas, _ = scratch_repo(tmp_path / "repo", 3)
+    for n, sha in enumerate(shas):
+        write(tmp_path / "results", f"{n}.json", saved(sha, {k: v * (1.1 if n == 2 else 1) for k, v in COUNTS.items()}))
+    found, built, _ = history([tmp_path / "results"], tmp_path / "repo")
+    assert found[("loss", "python", "instructions")].changes[0].change.low_pct is not None
+    html = page.render(built, [], [], "commit")
+    head = html[html.index('<table id="changes">'):html.index("</tr>")]
+    assert "<th>spread (descriptive)</th>" in head and "interval" not in head
+    assert "it is not a confidence interval for the change" in html
+    assert "95 % interval" not in html  # nor in a change point's hover text on the chart
+
+
+def test_the_page_and_the_terminal_say_each_series_newest_commit_its_date_and_its_method(tmp_path, capsys):
+    shas, _ = scratch_repo(tmp_path / "repo", 3)
+    results, repo = tmp_path / "results", tmp_path / "repo"
+    for n, sha in enumerate(shas):  # loss cpp stops a commit earlier than the rest
+        write(results, f"{n}.json", saved(sha, {k: v for k, v in COUNTS.items() if n < 2 or k != ("loss", "cpp")}))
+    dates = {sha: git(repo, "log", "-1", "--format=%cs", sha) for sha in shas}
+    out = tmp_path / "page.html"
+    assert cli.main([str(results), "--repo", str(repo), "--html", str(out), "--commit-url",
+                     "https://example.org/c/{sha}"]) == 0
+    printed = capsys.readouterr().out
+    html = out.read_text(encoding="utf8")
+    table = html[html.index('<table id="newest">'):]
+    table = table[:table.index("</table>")]
+    rows = re.findall(r'<tr class="(older|current)" data-commit="([0-9a-f]*)" data-date="([^"]*)" '
+                      r'data-method="(\d+)"><td>[^<]*</td><td class="num">(\d+)</td><td><a href="([^"]+)">', table)
+    assert sorted(rows) == sorted([("older", shas[2], dates[shas[2]], "3", "3", f"https://example.org/c/{shas[2]}"),
+                                   ("older", shas[1], dates[shas[1]], "3", "1", f"https://example.org/c/{shas[1]}")])
+    assert f"measures with method {METHOD_VERSION}" in html and "newest series are of method 3, older" in html
+    assert (f"cpp: newest {shas[1][:7]} of {dates[shas[1]]}, method 3; python: newest {shas[2][:7]} of "
+            f"{dates[shas[2]]}, method 3") in html  # the loss chart's own line
+    assert f"  newest: {shas[2][:7]} of {dates[shas[2]]}, method 3" in printed.splitlines()
+    assert f"  newest: {shas[1][:7]} of {dates[shas[1]]}, method 3" in printed.splitlines()
+    assert (f"the series' newest method: 3; the code that reads them measures with method {METHOD_VERSION} "
+            "(a run of it joins none of these series)") in printed.splitlines()
+
+
+def test_a_release_series_newest_point_names_the_commit_that_ran_it_and_that_commits_recorded_date(tmp_path):
+    for n, torch in enumerate(("2.12.1+cu130", "2.13.0+cu130")):
+        result = saved("ab" * 20, COUNTS, torch=torch)
+        result["commit_info"]["time"] = f"2026-0{n + 1}-15T10:00:00+00:00"
+        write(tmp_path, f"{n}.json", result)
+    built, _ = series_mod.build(points.read([str(tmp_path)], by="torch").points, series_mod.Order("torch"), {})
+    newest = built[0].newest()
+    assert (newest.at.x, newest.commit, newest.date, newest.method) == ("2.13.0+cu130", "ab" * 20, "2026-02-15", 3)
+    assert '<td>2.13.0+cu130 at abababa</td><td>2026-02-15</td>' in page.render(built, [], [], "torch")

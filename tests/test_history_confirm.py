@@ -45,7 +45,7 @@ def test_a_time_step_needs_three_runs_on_each_side(tmp_path, capsys):
     run("3b.json", 3, 1.01)
     run("4b.json", 4, 1.01)
     assert [row[:2] + row[5:] for row in unconfirmed(results, repo, capsys)] == [
-        [shas[3], shas[4], "python", "loss", "+50.37", "2", "2", "3"]]
+        [shas[3], shas[4], "python", "loss", "+50.37", "2", "2", "3", "code"]]
     run("3c.json", 3, 1.02)
     run("4c.json", 4, 1.02)
     assert unconfirmed(results, repo, capsys) == []
@@ -57,13 +57,13 @@ def test_unconfirmed_lists_a_step_until_both_neighbours_ran_twice(tmp_path, caps
     for n, sha in enumerate(shas):  # a 10 % step in python's loss at the third commit, each commit run once
         write(results, f"{n}.json", saved(sha, STEP if n == 2 else COUNTS))
     assert unconfirmed(results, repo, capsys) == [
-        [shas[1], shas[2], "instructions", "cpu", "-", "python", "loss", "+10.00", "1", "1", "2"]]
+        [shas[1], shas[2], "instructions", "cpu", "-", "python", "loss", "+10.00", "1", "1", "2", "code"]]
 
     # A second run of each neighbour that overlaps the other's runs confirms nothing.
     write(results, "1-again.json", saved(shas[1], COUNTS))
     write(results, "2-again.json", saved(shas[2], COUNTS))
     assert unconfirmed(results, repo, capsys) == [
-        [shas[1], shas[2], "instructions", "cpu", "-", "python", "loss", "+5.00", "2", "2", "2"]]
+        [shas[1], shas[2], "instructions", "cpu", "-", "python", "loss", "+5.00", "2", "2", "2", "code"]]
 
     # Runs that lie beyond each other confirm it: it is listed no more, and the terminal says it without the note.
     write(results, "2-again.json", saved(shas[2], STEP))
@@ -145,7 +145,7 @@ def test_history_confirm_runs_each_neighbour_until_it_holds_two_runs_and_then_no
     assert script(RUN, env, "main").returncode == 0
     assert len((tmp_path / "calls").read_text().splitlines()) == 3  # the docs-only commit is same-tree
     assert unconfirmed(history, repo, capsys) == [
-        [shas[1], shas[2], "instructions", "cpu", "-", "python", "loss", "+10.00", "1", "1", "2"]]
+        [shas[1], shas[2], "instructions", "cpu", "-", "python", "loss", "+10.00", "1", "1", "2", "code"]]
 
     done = script(CONFIRM, env, "--rounds", "3")
     assert done.returncode == 0, done.stderr + done.stdout

@@ -22,10 +22,18 @@ MIN_POINTS = 2 * MIN_SEGMENT + 1  # a time series shorter than this has no chang
 MIN_SPREAD = 0.01  # the between-run spread assumed at least (1 %, as a log ratio)
 RESAMPLES = 2000  # bootstrap resamples of a change's interval
 SEED = 0  # the bootstrap's seed: the same history gives the same intervals on every build
-INTERVAL_METHOD = (f"95 % interval: percentile bootstrap ({RESAMPLES} resamples, seed {SEED}) of the median after "
-                   "over the median before, resampling each side's counted rounds (counts: every round of every run at "
-                   "the commit before and at the commit after) or its runs (times: every run of the segment before "
-                   "and of the segment after)")
+# The interval is computed on the very runs in which the change was found (a segment may be two points), so it is
+# descriptive: how those runs spread about the step, not a confidence interval for the change. What tests a change is
+# its confirmation by re-runs of both neighbours (series.confirmed). docs/history.md#the-spread-beside-a-change says
+# why no held-out interval is computed.
+INTERVAL_HEADING = "spread (descriptive)"
+INTERVAL_METHOD = (f"Spread (descriptive): the 2.5th to 97.5th percentiles of a bootstrap ({RESAMPLES} resamples, "
+                   f"seed {SEED}) of the median after over the median before, resampling each side's counted rounds "
+                   "(counts: every round of every run at the commit before and at the commit after) or its runs "
+                   "(times: every run of the segment before and of the segment after). These are the runs in which "
+                   "the change was found, so the range describes how they spread about the step; it is not a "
+                   "confidence interval for the change. A change is tested by re-running both neighbours "
+                   "(confirmed)")
 
 
 @dataclass(frozen=True)
@@ -36,7 +44,7 @@ class Change:
     before: float  # the value the step is measured from: the point before, or the median of the segment before
     after: float
     threshold_pct: float | None  # what the step had to exceed (a count's; a time change has a penalty instead)
-    low_pct: float | None = None  # the 95 % interval of change_pct (bootstrap_interval), None where not computed
+    low_pct: float | None = None  # the descriptive 95 % range of change_pct (bootstrap_interval), None if not computed
     high_pct: float | None = None
 
     @property

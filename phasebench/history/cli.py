@@ -27,12 +27,15 @@ from phasebench import results
 from phasebench.history import page, points
 from phasebench.history import series as series_mod
 from phasebench.history.units import amount
+from phasebench.method import METHOD_VERSION
 from phasebench.repository import ROOT
 
 
 def describe(found: series_mod.Found) -> str:
-    """One change point: its range, its size and what else changed there."""
+    """One change point: its range, its size, whether it is a change of measurement, and what else changed there."""
     text = f"{found.range} {found.change.change_pct:+.1f} %"
+    if found.measurement:
+        text += f" (a change of measurement: {', '.join(found.measurement)})"
     if not found.confirmed:
         text += " (unconfirmed: re-run both neighbours)"
     if found.also_changed:
@@ -63,14 +66,51 @@ def terminal(all_series: list[series_mod.Series], notes: list[str], split_lines:
             found = "; ".join(describe(f) for f in s.changes) or "none"
             lines.append(f"  {(s.key.phase + ' ' + s.key.implementation).ljust(width)}  {len(values):3d} pts  "
                          f"latest {amount(last, metric):>16}  since first {since:>8}  change points: {found}")
+        newest = sorted({newest_line(s) for s in members})
+        lines += [f"  newest: {line}" for line in newest]
+    if all_series:
+        lines += ["", summary(all_series, by)]
     return "\n".join(lines) + "\n"
+
+
+def newest_line(s: series_mod.Series) -> str:
+    """A series' newest point: its commit, the commit's date and the method (Series.newest)."""
+    newest = s.newest()
+    release = "" if newest.at.date or newest.at.x == newest.commit else f"{newest.at.short} at "
+    commit = newest.commit[:7] if newest.commit else "commit unrecorded"
+    return f"{release}{commit} of {newest.date or 'an unrecorded date'}, method {newest.method}"
+
+
+def summary(all_series: list[series_mod.Series], by: str) -> str:
+    """The change points counted: those of code (or of a release) by direction and status, the changes of
+    measurement apart, and the method of the code that reads them beside the newest series'."""
+    code = [f for s in all_series for f in s.changes if not f.measurement]
+    measured = [f for s in all_series for f in s.changes if f.measurement]
+    what = "code" if by == "commit" else "release"
+
+    def counted(found: list[series_mod.Found]) -> str:
+        up = sum(1 for f in found if f.change.change_pct > 0)
+        sure = sum(1 for f in found if f.confirmed)
+        return f"{up} dearer, {len(found) - up} cheaper; {sure} confirmed"
+
+    text = f"change points of {what}: {len(code)}" + (f" ({counted(code)})" if code else "")
+    text += f"; changes of measurement, not of {what}: {len(measured)}"
+    if measured:
+        fields = sorted({name for f in measured for name in f.measurement})
+        text += f" ({counted(measured)}; {', '.join(fields)})"
+    newest = max(s.key.method for s in all_series)
+    text += f"\nthe series' newest method: {newest}; the code that reads them measures with method {METHOD_VERSION}"
+    if newest < METHOD_VERSION:
+        text += " (a run of it joins none of these series)"
+    return text
 
 
 def unconfirmed(all_series: list[series_mod.Series]) -> str:
     """--unconfirmed: one tab-separated line per change point not yet confirmed (by commit): the commits before and
     after it (full hashes), metric, device, workload ("-" for the default), implementation, phase, the change in
-    percent, the runs of the case at the commit before and at the commit after, and the runs each needs to confirm
-    it (series.runs_to_confirm): what .ci/history-confirm re-runs."""
+    percent, the runs of the case at the commit before and at the commit after, the runs each needs to confirm it
+    (series.runs_to_confirm): what .ci/history-confirm re-runs; last, what the step is a change of: "code", or
+    "measurement: " and the fields that changed (Found.measurement)."""
     lines = []
     for s in all_series:
         for found in s.changes:
@@ -80,7 +120,8 @@ def unconfirmed(all_series: list[series_mod.Series]) -> str:
             lines.append("\t".join([found.before.x, found.after.x, s.key.metric, s.key.device, s.key.workload or "-",
                                     s.key.implementation, s.key.phase, f"{found.change.change_pct:+.2f}",
                                     str(runs[found.before.x]), str(runs[found.after.x]),
-                                    str(series_mod.runs_to_confirm(s.key.metric))]))
+                                    str(series_mod.runs_to_confirm(s.key.metric)),
+                                    found.kind_words("commit")]))
     return "".join(line + "\n" for line in lines)
 
 
@@ -148,7 +189,7 @@ def main(argv=None) -> int:
                         help="print only the change points not yet confirmed, one tab-separated line each: commit "
                              "before, commit after, metric, device, workload (- for the default), implementation, "
                              "phase, change in percent, runs before, runs after, runs needed (.ci/history-confirm "
-                             "reads them); "
+                             "reads them), what the step is a change of (code, or measurement: the fields); "
                              "exit status 0 where there are none")
     args = parser.parse_args(argv)
     if args.unconfirmed and args.by != "commit":

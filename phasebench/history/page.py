@@ -4,8 +4,11 @@ server-side SVG.
 The first screen answers what changed: per machine (a series group: machine, method, metric, device, workload, and
 whether it runs along commits or torch releases), its change points newest first, each with its phase,
 implementation, metric, commit range (the commit linked where the page knows the repository's address), size with
-its 95 % interval (history/changes.py's bootstrap; the method is said under the list), confirmed or not, a
-regression (▲, dearer) told apart from an improvement (▼, cheaper); filters over them. Below, one chart at a time,
+its descriptive spread (history/changes.py's bootstrap on the runs the change was found in; the method is said under
+the list), confirmed or not, a regression (▲, dearer) told apart from an improvement (▼, cheaper), and a change of
+measurement (△ ▽: the count bracket or the method's sources differ between the neighbours' runs) listed after the
+changes of code and marked as such; filters over them. Under the list, each series group's newest commit, its date
+and its method, beside the method of the code that drew the page. Below, one chart at a time,
 for the selected case (a phase of one metric, device and workload): both implementations along the commits, the
 series of other methods, pins or machines on the same time line, never joined by a line, their boundary marked with
 what changed; change points marked; each point naming its commit, value, method and machine on hover or focus.
@@ -16,7 +19,9 @@ holding every point drawn, and a span at least the series' measured run-to-run s
 flat.
 
 What the tests read: the list is `table#changes`, each change point a `tr.change-row` with data-case, data-range,
-data-phase, data-impl, data-metric, data-direction and data-confirmed; every chart is `.chart` with data-case,
+data-phase, data-impl, data-metric, data-direction, data-confirmed and data-kind (code, release or measurement); the
+newest points are `table#newest`, a row per series group and newest commit (data-commit, data-date, data-method), and
+each chart's `p.newest` says its series'; every chart is `.chart` with data-case,
 data-phase, data-metric and data-points (JSON: {implementation: points}); every point a `circle.point` inside
 `g.series[data-impl]`; every change point drawn a `g.change` with data-range and its label in a <text>; a method,
 pin or machine boundary a `g.key-change`; every axis label a `text.tick`.
@@ -30,8 +35,9 @@ from collections import defaultdict
 from html import escape
 
 from phasebench.history import changes as changes_mod
-from phasebench.history.series import Found, Position, Series, version_order
+from phasebench.history.series import Found, Newest, Position, Series, version_order
 from phasebench.history.units import amount
+from phasebench.method import METHOD_VERSION
 
 WIDTH, HEIGHT, RATIO_HEIGHT = 960, 250, 130
 LEFT, RIGHT, TOP, BOTTOM = 86, 16, 16, 26
@@ -50,13 +56,16 @@ table#changes{border-collapse:collapse;width:100%}
 #changes td.num{text-align:right;font-variant-numeric:tabular-nums}
 #changes tr.change-row{cursor:pointer}#changes tr.change-row:hover,#changes tr.change-row:focus{background:#eef}
 #changes tr.selected{outline:2px solid #88a}
-.up .size{color:#b00}.down .size{color:#070}
+.up .size{color:#b00}.down .size{color:#070}.measurement .size{color:#777}
+#newest{border-collapse:collapse;margin:.4em 0}#newest td,#newest th{padding:1px .5em;text-align:left}
+#newest tr.older td.method{color:#b00}
 .notes,.method{color:#555;font-size:.9em}
 section.group:not(:has(.chart:not([hidden]))){display:none}
 .chart{margin:.6em 0;border:1px solid #ddd;padding:.4em}.chart h3{margin:.2em 0;font-size:1em}
 .shares{border-collapse:collapse;font-size:.85em;margin:.3em 0}.shares td,.shares th{padding:0 .6em;text-align:right}
 svg text{font:11px system-ui,sans-serif;fill:#333}
 .change line{stroke:#c00;stroke-dasharray:4 3}.change text{fill:#c00}.change.unconfirmed line{stroke:#e88}
+.change.measurement line{stroke:#777}.change.measurement text{fill:#777}
 .key-change line{stroke:#555}.key-change text{fill:#555}
 circle.point:focus,circle.ratio-point:focus{stroke:#000;stroke-width:2;outline:none}
 .legend span{margin-right:1em}
@@ -286,20 +295,24 @@ def chart(lines: list[Line], axis_positions: list[Position], metric: str, height
                          + " ".join(f"{x:.1f},{y:.1f}" for x, y in coords) + '"/>')
         said = f"method {line.method}; machine: {line.machine}"
         for (x, y), position, value in zip(coords, line.positions, line.values):
+            when = f", {position.date}" if position.date else ""
             parts.append(f'<circle class="{"ratio-point" if ratio else "point"}" cx="{x:.1f}" cy="{y:.1f}" r="3.5" '
                          f'fill="{paint}" tabindex="0" data-x="{escape(position.x)}"><title>{escape(line.name)} at '
-                         f'{escape(position.label)}: {escape(shown(value))}; {escape(said)}</title></circle>')
+                         f'{escape(position.label + when)}: {escape(shown(value))}; {escape(said)}</title></circle>')
         parts.append("</g>")
         for found in line.found:
             x = (x_of(index[found.before.x], count) + x_of(index[found.after.x], count)) / 2
             row = sum(1 for other in labelled if abs(other - x) < 150)  # labels close together, one under another
             labelled.append(x)
-            label = f"{found.range} {found.change.change_pct:+.1f} %"
-            detail = (f"{line.name}: {label}, 95 % interval {found.change.interval_text()} "
+            label = f"{found.range} {found.change.change_pct:+.1f} %" + (" (measurement)" if found.measurement else "")
+            detail = (f"{line.name}: {label}, {changes_mod.INTERVAL_HEADING} {found.change.interval_text()} "
                       f"({shown(found.change.before)} to {shown(found.change.after)})"
+                      + (f"; a change of measurement: {', '.join(found.measurement)} changed, not the code measured"
+                         if found.measurement else "")
                       + ("" if found.confirmed else "; unconfirmed: re-run both neighbours")
                       + "".join(f"; {k} changed: {a} to {b}" for k, (a, b) in found.also_changed.items()))
-            parts.append(f'<g class="change{"" if found.confirmed else " unconfirmed"}" '
+            parts.append(f'<g class="change{"" if found.confirmed else " unconfirmed"}'
+                         f'{" measurement" if found.measurement else ""}" '
                          f'data-impl="{escape(line.name)}" data-range="{escape(found.range)}"><line x1="{x:.1f}" '
                          f'y1="{TOP}" x2="{x:.1f}" y2="{height - BOTTOM}"/><text x="{x + 3:.1f}" y="{TOP + 10 + 12 * row}">'
                          f'{escape(label)}</text><title>{escape(detail)}</title></g>')
@@ -353,6 +366,13 @@ def axis_order(by: str):
     return (lambda p: version_order(p.x)) if by == "torch" else (lambda p: p.order)
 
 
+def newest_words(newest: Newest) -> str:
+    """A series' newest point in words, escaped: its commit, the commit's date and the method."""
+    commit = newest.commit[:7] if newest.commit else "commit unrecorded"
+    release = "" if newest.at.date or newest.at.x == newest.commit else f"{newest.at.short} at "
+    return escape(f"{release}{commit} of {newest.date or 'an unrecorded date'}, method {newest.method}")
+
+
 def card(phase: str, members: list[Series], metric: str, by: str, hidden: bool) -> str:
     """A case's chart: its implementations' series of every method, pins and machine on one axis (every position
     any of them has), boundaries marked; under it their ratios."""
@@ -367,6 +387,8 @@ def card(phase: str, members: list[Series], metric: str, by: str, hidden: bool) 
     html = [f'<div class="chart" data-case="{escape(case)}" data-by="{escape(by)}-chart" data-phase="{escape(phase)}" '
             f'data-metric="{escape(metric)}" data-points=\'{escape(json.dumps(dict(counts)))}\''
             f'{" hidden" if hidden else ""}><h3>{escape(phase)}, {escape(metric)} by {escape(by)}</h3>',
+            '<p class="newest notes">' + "; ".join(dict.fromkeys(
+                f"{escape(s.key.implementation)}: newest {newest_words(s.newest())}" for s in members)) + "</p>",
             chart([line for line, _ in pairs], axis, metric, HEIGHT, f"{phase} {metric}", spread=spread,
                   marks=key_marks(pairs, by))]
     found = ratios(members)
@@ -409,15 +431,17 @@ def group_label(series: Series, by: str) -> str:
 
 
 def change_rows(all_series: list[Series], by: str) -> list[tuple[str, list[tuple[Series, Found]]]]:
-    """The change points, per series group (newest change first), the groups in the order of their newest."""
+    """The change points, per series group: its changes of code (or of release) newest first, then its changes of
+    measurement newest first; the groups in the order of their newest change point."""
     grouped: dict[str, list[tuple[Series, Found]]] = defaultdict(list)
     order = axis_order(by)
     for s in all_series:
         for found in s.changes:
             grouped[group_label(s, by)].append((s, found))
     for rows in grouped.values():
-        rows.sort(key=lambda pair: (order(pair[1].after), abs(pair[1].change.change_pct)), reverse=True)
-    return sorted(grouped.items(), key=lambda item: order(item[1][0][1].after), reverse=True)
+        rows.sort(key=lambda pair: (not pair[1].measurement, order(pair[1].after), abs(pair[1].change.change_pct)),
+                  reverse=True)
+    return sorted(grouped.items(), key=lambda item: max(order(found.after) for _, found in item[1]), reverse=True)
 
 
 def commit_link(found: Found, by: str, commit_url: str | None) -> str:
@@ -427,34 +451,71 @@ def commit_link(found: Found, by: str, commit_url: str | None) -> str:
     return f'{escape(found.before.short)}..<a href="{escape(url)}">{escape(found.after.short)}</a>'
 
 
+# A change of measurement is drawn hollow: it is neither a regression nor an improvement of the code.
+MARKS = {("up", "code"): "▲", ("down", "code"): "▼", ("up", "release"): "▲", ("down", "release"): "▼",
+         ("up", "measurement"): "△", ("down", "measurement"): "▽"}
+
+
 def change_table(every: list[tuple[list[Series], str]], commit_url: str | None) -> str:
     head = ("<tr><th></th><th>phase</th><th>implementation</th><th>metric</th><th>commits</th><th>change</th>"
-            "<th>95 % interval</th><th>status</th><th>also changed</th></tr>")
+            f"<th>{escape(changes_mod.INTERVAL_HEADING)}</th><th>status</th><th>also changed</th><th>a change of</th>"
+            "</tr>")
     rows = [head]
     for all_series, by in every:
         for number, (label, members) in enumerate(change_rows(all_series, by)):
             group = f"{by}-{number}"
-            rows.append(f'<tr class="group" data-group="{group}"><th class="group" colspan="9">{escape(label)}</th></tr>')
+            rows.append(f'<tr class="group" data-group="{group}"><th class="group" colspan="10">{escape(label)}</th></tr>')
             for s, found in members:
                 change = found.change
                 direction = "up" if change.change_pct > 0 else "down"
+                kind = found.kind(by)
                 also = ", ".join(found.also_changed)
                 rows.append(
-                    f'<tr class="change-row {direction}" tabindex="0" data-group="{group}" '
+                    f'<tr class="change-row {direction} {kind}" tabindex="0" data-group="{group}" '
                     f'data-case="{escape(case_of(s))}" data-range="{escape(found.range)}" '
                     f'data-phase="{escape(s.key.phase)}" data-impl="{escape(s.key.implementation)}" '
                     f'data-metric="{escape(s.key.metric)}" data-axis="{escape(by)}" data-direction="{direction}" '
-                    f'data-confirmed="{"yes" if found.confirmed else "no"}">'
-                    f'<td class="size">{"▲" if direction == "up" else "▼"}</td><td>{escape(s.key.phase)}</td>'
+                    f'data-confirmed="{"yes" if found.confirmed else "no"}" data-kind="{kind}">'
+                    f'<td class="size">{MARKS[direction, kind]}</td><td>{escape(s.key.phase)}</td>'
                     f'<td>{escape(s.key.implementation)}</td><td>{escape(s.key.metric)}</td>'
                     f'<td>{commit_link(found, by, commit_url)}</td>'
                     f'<td class="num size">{change.change_pct:+.1f} %</td><td class="num">{change.interval_text()}</td>'
-                    f'<td>{"confirmed" if found.confirmed else "unconfirmed"}</td><td>{escape(also)}</td></tr>')
+                    f'<td>{"confirmed" if found.confirmed else "unconfirmed"}</td><td>{escape(also)}</td>'
+                    f'<td>{escape(found.kind_words(by))}</td></tr>')
     listed = len(rows) > 1
     return (f'<table id="changes">{"".join(rows)}</table>'
             f'<p id="none-shown" class="notes" hidden>No change point matches the filters.</p>'
             + ("" if listed else '<p id="no-changes"><b>No change points</b>: no series stepped beyond its '
                                  'threshold (counts) or its detector\'s penalty (times).</p>'))
+
+
+def newest_table(every: list[tuple[list[Series], str]], commit_url: str | None) -> str:
+    """Per series group, its series' newest commit, the commit's date and their method, one row per newest commit
+    (series of one group that stop at different commits get a row each); beside them, the method of the code that
+    drew the page, so that a history that stops at an older method says so."""
+    rows, methods = [], set()
+    for all_series, by in every:
+        held: dict[tuple, list[Series]] = defaultdict(list)
+        for s in all_series:
+            newest = s.newest()
+            held[(group_label(s, by), newest.commit, newest.date, newest.method, newest.at.x)].append(s)
+        for (label, commit, date, method, _), members in held.items():
+            newest = members[0].newest()
+            methods.add(method)
+            short = escape(commit[:7]) if commit else "unrecorded"
+            if commit and commit_url:
+                short = f'<a href="{escape(commit_url.replace("{sha}", commit))}">{short}</a>'
+            where = "" if newest.at.date or newest.at.x == commit else f"{escape(newest.at.short)} at "
+            rows.append(f'<tr class="{"older" if method < METHOD_VERSION else "current"}" '
+                        f'data-commit="{escape(commit or "")}" data-date="{escape(date or "")}" data-method="{method}">'
+                        f'<td>{escape(label)}</td><td class="num">{len(members)}</td><td>{where}{short}</td>'
+                        f'<td>{escape(date or "unrecorded")}</td><td class="method">{method}</td></tr>')
+    said = (f" The history's newest series are of method {max(methods)}, older than the code's: a run of the code now "
+            "measures otherwise and joins none of them." if methods and max(methods) < METHOD_VERSION else "")
+    return (f'<p class="method">The code that drew this page measures with method {METHOD_VERSION} '
+            f'(phasebench/method.py).{said}</p>'
+            '<table id="newest"><tr><th>series group</th><th>series</th><th>newest commit</th><th>its date</th>'
+            "<th>method</th></tr>" + "".join(rows) + "</table>")
 
 
 def select(field: str, label: str, values: set[str], names: dict[str, str] | None = None) -> str:
@@ -475,7 +536,10 @@ def render(all_series: list[Series], split_lines: list[str], notes: list[str], b
     filters = (select("metric", "metric", {s.key.metric for s in every})
                + select("phase", "phase", {s.key.phase for s in every})
                + select("impl", "implementation", {s.key.implementation for s in every})
-               + select("direction", "direction", {"up", "down"}, {"up": "▲ regressions", "down": "▼ improvements"})
+               + select("direction", "direction", {"up", "down"}, {"up": "▲ dearer", "down": "▼ cheaper"})
+               + select("kind", "a change of", {found.kind(axis) for series, axis in kinds for s in series
+                                                for found in s.changes},
+                        {"code": "code", "release": "torch release", "measurement": "measurement"})
                + select("confirmed", "confirmed", {"yes", "no"}))
     cases = sorted({case_of(s) for s in every})
     chooser = ('<label>chart <select id="f-case">' + "".join(
@@ -493,9 +557,11 @@ def render(all_series: list[Series], split_lines: list[str], notes: list[str], b
     return ("<!doctype html><html lang=en><head><meta charset=utf-8><title>phasebench history</title>"
             f"<style>{STYLE}</style></head><body><h1>phasebench: change points across {across}</h1>"
             f'<div id="filters">{filters}</div>{change_table(kinds, commit_url)}'
-            f'<p class="method">▲ dearer (a regression), ▼ cheaper (an improvement), newest first per machine; a '
-            f'row selects its chart. Counts: a step beyond the count gate\'s threshold; times: Pelt\'s change '
-            f'points. {escape(changes_mod.INTERVAL_METHOD)}.</p>'
+            f'<p class="method">▲ dearer (a regression), ▼ cheaper (an improvement), newest first per machine; △ ▽ a '
+            f'change of measurement, listed after them: the count bracket or the method\'s sources differ between the '
+            f'neighbours\' runs, so the step is the measurement\'s, not the code\'s. A row selects its chart. '
+            f'Counts: a step beyond the count gate\'s threshold; times: Pelt\'s change points. '
+            f'{escape(changes_mod.INTERVAL_METHOD)}.</p>{newest_table(kinds, commit_url)}'
             f'<div id="chooser">{chooser}</div>' + "".join(body)
             + f'<details class="notes"><summary>How the series were split, and what was left out</summary><ul>'
               f'{listed}</ul></details>'

@@ -47,6 +47,7 @@ class Point:
     reference: str | None = None  # the implementation, of the other language, it is compared with
     context: dict = field(default_factory=dict)  # what is not keyed on but may explain a step
     run: str | None = None  # the run's identity (its result's datetime): a run appended twice is kept once
+    commit_time: str | None = None  # the commit's time as the run recorded it (commit_info["time"], ISO 8601)
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,7 @@ def points_of(result: SavedResult, by: str, count_glibc: str | None = None) -> l
     platform = platform_of(result)
     metric = result.metric
     commit = result.commit_info.get("id")
+    commit_time = result.commit_info.get("time")
     context = context_of(machine, platform, by)
     found = []
     for case in result.benchmarks:
@@ -192,7 +194,8 @@ def points_of(result: SavedResult, by: str, count_glibc: str | None = None) -> l
         key = SeriesKey(pairs, machine.method, metric, device, workload, implementation, phase)
         found.append(Point(result.source, key, commit if commit and commit != "unknown" else None, machine.torch,
                            value, rounds, case.fullname, getattr(info, "language", None),
-                           getattr(info, "reference", None), context, result.datetime))
+                           getattr(info, "reference", None), context, result.datetime,
+                           commit_time if isinstance(commit_time, str) else None))
     return found
 
 

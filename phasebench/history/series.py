@@ -25,6 +25,7 @@ class Position:
     short: str  # the short hash, or the torch version
     label: str  # the short hash and subject, or the torch version
     order: int
+    date: str | None = None  # the commit's date (YYYY-MM-DD, git's committer date); None by torch version
 
 
 @dataclass
@@ -37,11 +38,23 @@ class Found:
     confirmed: bool  # both neighbours were run often enough (runs_to_confirm) and every run after lies beyond every
     # run before
     also_changed: dict  # context that differs between the two neighbours' runs (phasebench.history.points)
+    measurement: tuple[str, ...] = ()  # the measurement fields among them (measurement_changed): a step there is a
+    # change of what was measured, not of the code measured
 
     @property
     def range(self) -> str:
         """The commit range (git's A..B: after A, up to B) or release range the step lies in."""
         return f"{self.before.short}..{self.after.short}"
+
+    def kind(self, by: str) -> str:
+        """What the step is a change of: "measurement" where what was measured changed there (the count bracket, the
+        method's sources); else what the axis changes, "code" along commits and "release" along torch versions."""
+        return "measurement" if self.measurement else "code" if by == "commit" else "release"
+
+    def kind_words(self, by: str) -> str:
+        """kind(by) in words: a change of measurement names what of it changed ("measurement: count bracket")."""
+        kind = self.kind(by)
+        return f"{kind}: {', '.join(self.measurement)}" if self.measurement else kind
 
 
 @dataclass
@@ -57,6 +70,27 @@ class Series:
         """Each position's value: the median of its runs' medians."""
         return [statistics.median(point.value for point in runs) for runs in self.runs]
 
+    def newest(self) -> Newest:
+        """Its newest point's commit, that commit's date and the series' method. Along commits the newest position
+        is the commit (its date git's); by torch version, the commit of the newest release's latest run (its date
+        the one the run recorded, pytest-benchmark's commit_info["time"])."""
+        at, runs = self.positions[-1], self.runs[-1]
+        latest = max(runs, key=lambda point: point.run or "")
+        commit = at.x if at.date else latest.commit
+        date = at.date or (latest.commit_time or "")[:10] or None
+        return Newest(commit, date, self.key.method, at)
+
+
+@dataclass(frozen=True)
+class Newest:
+    """A series' newest point: its commit (full hash; None where its runs recorded none), the commit's date
+    (YYYY-MM-DD; None where neither git nor the run gave one) and the method the series was measured with."""
+
+    commit: str | None
+    date: str | None
+    method: int
+    at: Position
+
 
 class Order:
     """Positions along first-parent history of `rev` in `repo` (oldest first) or by torch version."""
@@ -65,11 +99,11 @@ class Order:
         self.by = by
         self.commits: dict[str, Position] = {}
         if by == "commit":
-            lines = subprocess.run(["git", "-C", str(repo or "."), "log", "--first-parent", "--format=%H%x00%s", rev],
-                                   capture_output=True, text=True, check=True).stdout.splitlines()
+            command = ["git", "-C", str(repo or "."), "log", "--first-parent", "--format=%H%x00%cs%x00%s", rev]
+            lines = subprocess.run(command, capture_output=True, text=True, check=True).stdout.splitlines()
             for order, line in enumerate(reversed(lines)):
-                sha, _, subject = line.partition("\0")
-                self.commits[sha] = Position(sha, sha[:7], f"{sha[:7]} {subject}", order)
+                sha, date, subject = line.split("\0", 2)
+                self.commits[sha] = Position(sha, sha[:7], f"{sha[:7]} {subject}", order, date or None)
 
     def position(self, point: Point) -> Position | None:
         if self.by == "torch":
@@ -147,7 +181,8 @@ def find_changes(series: Series, spreads: dict[str, float]) -> list[Found]:
     return [Found(step, series.positions[step.index - 1], series.positions[step.index],
                   confirmed(series.runs[step.index - 1], series.runs[step.index], step.change_pct,
                             runs_to_confirm(series.key.metric)),
-                  also_changed(series.runs[step.index - 1], series.runs[step.index])) for step in steps]
+                  also_changed(series.runs[step.index - 1], series.runs[step.index]),
+                  measurement_changed(series.runs[step.index - 1], series.runs[step.index])) for step in steps]
 
 
 def rounds_at(runs: list[Point]) -> list[float]:
@@ -189,6 +224,24 @@ def also_changed(before: list[Point], after: list[Point]) -> dict:
         if old != new:
             differ[name] = (", ".join(sorted(old)), ", ".join(sorted(new)))
     return dict(sorted(differ.items()))
+
+
+# The context a run records that defines what its value holds: where one of these differs between a step's
+# neighbours, the step is a change of measurement. The method version, the count mode's pins, the switches and the
+# calls per round are in the series' key, so no step lies across them: their series are drawn apart.
+MEASUREMENT_CONTEXT = ("count bracket", "method sources")
+
+
+def measurement_changed(before: list[Point], after: list[Point]) -> tuple[str, ...]:
+    """The measurement fields (MEASUREMENT_CONTEXT) that differ between the two neighbours' runs, each recorded on
+    both sides (a run that predates a field's record says nothing of it)."""
+    found = []
+    for name in MEASUREMENT_CONTEXT:
+        old = {str(p.context.get(name)) for p in before}
+        new = {str(p.context.get(name)) for p in after}
+        if old != new and "None" not in old | new:
+            found.append(name)
+    return tuple(found)
 
 
 def differences(values: set[str]) -> list[str]:
