@@ -32,7 +32,7 @@ def faulty_run(pytestconfig, cpp_library, tmp_path_factory) -> tuple:
     waiting, on the hang's round timeout."""
     folder = tmp_path_factory.mktemp("faulty-run")
     run = run_suite(
-        "bench/test_phases.py", "-k", " or ".join([*FAULTY_CASES, *FAILED_CHECKS]), "--impl", "cpp",
+        "bench/test_phases.py", "-k", " or ".join([*FAULTY_CASES, *FAILED_CHECKS]), "--impl", "cpp", "--unpaired",
         "--device", "cpu,cuda",
         "--rounds", "2", "--warmup-rounds", "0", "--round-timeout", str(ROUND_TIMEOUT_S),
         "--benchmark-json", str(folder / "results.json"), "--benchmark-autosave",

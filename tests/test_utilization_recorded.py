@@ -81,9 +81,11 @@ def test_every_benchmark_of_a_default_run_saves_its_utilization(pytestconfig, cp
     language, and a C++ worker starts and trains its epoch sooner than a Python worker)."""
     out = tmp_path / "result.json"
     # bench alone of the testpaths: tests/ holds no benchmark, and collecting it would take seconds more.
-    run = run_suite("bench", "--benchmark-only", "--impl", "cpp", "--device", "cpu", "--rounds", "2", "--warmup-rounds",
-                    "0", "--run-rounds", "1", "--epochs", "1", f"--benchmark-json={out}", *_data_options(pytestconfig),
-                    timeout=900)
+    # --unpaired: C++ alone, without its Python partner; a paired case records its blocks' windows through the same
+    # Monitor.window and record_windows that a training run's rounds use here.
+    run = run_suite("bench", "--benchmark-only", "--impl", "cpp", "--unpaired", "--device", "cpu", "--rounds", "2",
+                    "--warmup-rounds", "0", "--run-rounds", "1", "--epochs", "1", f"--benchmark-json={out}",
+                    *_data_options(pytestconfig), timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     saved = json.loads(out.read_text())
     SavedResult.load(out)  # it reads back through the schema
