@@ -5,6 +5,7 @@ wall-time gate, phasebench.gate.decide says why paired t on log-ratios), with th
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from dataclasses import dataclass
@@ -24,15 +25,22 @@ def median_rank_interval(values: list[float], confidence: float = CONFIDENCE) ->
     k-th largest, with k the largest for which a median outside them has probability at most 1 - confidence
     (the sign test's binomial, Bin(n, 1/2)). None where n is too small for that confidence (below 6 at 95 %)."""
     n = len(values)
-    tail = (1 - confidence) / 2
-    # P(median < x_(k)) = P(Bin(n, 1/2) <= k - 1): the largest k whose tail stays within `tail`.
-    k = 0
-    while scipy_stats.binom.cdf(k, n, 0.5) <= tail:
-        k += 1
+    k = _rank(n, confidence)
     if k < 1:
         return None
     ordered = sorted(values)
     return ordered[k - 1], ordered[n - k]
+
+
+@functools.cache
+def _rank(n: int, confidence: float) -> int:
+    """The k of median_rank_interval: P(median < x_(k)) = P(Bin(n, 1/2) <= k - 1), the largest k whose tail stays
+    within (1 - confidence) / 2; 0 where none does."""
+    tail = (1 - confidence) / 2
+    k = 0
+    while scipy_stats.binom.cdf(k, n, 0.5) <= tail:
+        k += 1
+    return k
 
 
 @dataclass(frozen=True)
