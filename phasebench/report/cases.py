@@ -154,3 +154,12 @@ def undecided_lines(undecided: dict[str, dict]) -> list[str]:
     return [f"{UNDECIDED}: {label}: {ratio['undecided']}"
             + (f" (its pairs' median {direction(ratio['estimate'])})" if ratio.get("estimate") else "")
             for label, ratio in undecided.items()]
+
+
+def saved_ratio(bench: SavedCase | None, key: str | None = None, to: str | None = None) -> dict | None:
+    """A case's saved paired ratio (key None), or one of its training run's phase_ratios (key: a phase, or
+    schema.SUMMED_RATIO / PROCESS_TOTAL_RATIO); None where it has none, or where `to` names another reference."""
+    if bench is None:
+        return None
+    ratio = bench.info.ratio if key is None else (bench.info.phase_ratios or {}).get(key)
+    return ratio if ratio and (to is None or ratio.get("to") == to) else None

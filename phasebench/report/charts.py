@@ -16,11 +16,13 @@ from phasebench.report.cases import (
     devices_of,
     impls_of,
     median_ms,
+    paired_direction,
     phase_total,
+    saved_ratio,
     workload_of_id,
     workloads_of,
 )
-from phasebench.report.findings import direction, paired_direction
+from phasebench.report.findings import direction
 from phasebench.results import ratio_pairs
 from phasebench.saved import SavedCase, SavedResult
 from phasebench.schema import SUMMED_RATIO
@@ -87,16 +89,13 @@ def _bar_panel(axis, labels: list[str], values: dict[str, dict[int, float]], spr
 
 def _paired_points(cases: dict, device: str) -> list[tuple[str, dict]]:
     """(label, Python's saved ratio to C++) for each phase and training-run row that was paired, in the tables' order."""
-    points = []
-    for phase in PHASES:
-        bench = cases.get((phase.name, "python", device))
-        if bench is not None and (bench.info.ratio or {}).get("to") == "cpp":
-            points.append((phase.label, bench.info.ratio))
+    points = [(phase.label, ratio) for phase in PHASES
+              if (ratio := saved_ratio(cases.get((phase.name, "python", device)), to="cpp"))]
     run = cases.get(("training_run", "python", device))
-    if run is not None and (run.info.ratio or {}).get("to") == "cpp":
-        points.append(("Total Time", run.info.ratio))
+    if saved_ratio(run, to="cpp"):
+        points.append(("Total Time", saved_ratio(run)))
         points += [(f"in run: {phase.label}", ratio) for phase in RUN_PHASES
-                   if (ratio := (run.info.phase_ratios or {}).get(phase.name))]
+                   if (ratio := saved_ratio(run, phase.name))]
     return points
 
 
@@ -157,9 +156,8 @@ def chart(path: Path, result: SavedResult, title: str) -> dict:
             spreads = {impl: {i: ((s["median"] - s["q1"]) * 1e3, (s["q3"] - s["median"]) * 1e3) for i, s in by_slot.items()}
                        for impl, by_slot in stats.items()}
             name = f"{device}: per phase, one call"
-            paired = {i: bench.info.ratio for i, phase in enumerate(PHASES)
-                      if (bench := cases.get((phase.name, "python", device))) is not None
-                      and (bench.info.ratio or {}).get("to") == "cpp"}
+            paired = {i: ratio for i, phase in enumerate(PHASES)
+                      if (ratio := saved_ratio(cases.get((phase.name, "python", device)), to="cpp"))}
             _bar_panel(axis, labels, values, spreads, "median per call (ms)", drawn, paired)
         elif kind == "ratios":
             name = f"{device}: Python / C++ with its 95 % interval, paired in time"
@@ -171,15 +169,10 @@ def chart(path: Path, result: SavedResult, title: str) -> dict:
             values = {impl: {i: rows[impl][label] for i, label in enumerate(labels)
                              if impl in rows and rows[impl].get(label) is not None} for impl in IMPLEMENTATIONS}
             name = f"{device}: training run, whole program and each phase's total"
-            run = cases["training_run", "python", device] if ("training_run", "python", device) in cases else None
+            run = cases.get(("training_run", "python", device))
             keys = {"Total Time": None, "Summed Time": SUMMED_RATIO} | {phase.label: phase.name for phase in RUN_PHASES}
-            paired = {}
-            if run is not None:
-                for i, label in enumerate(labels):
-                    ratio = run.info.ratio if keys.get(label, "") is None else (run.info.phase_ratios or {}).get(
-                        keys.get(label))
-                    if (ratio or {}).get("to") == "cpp":
-                        paired[i] = ratio
+            paired = {i: ratio for i, label in enumerate(labels)
+                      if label in keys and (ratio := saved_ratio(run, keys[label], to="cpp"))}
             _bar_panel(axis, labels, values, {}, "seconds (median of the runs)", drawn, paired)
         axis.set_title(name, loc="left", fontweight="bold")
         drawn["panels"].append(name)

@@ -19,6 +19,7 @@ from phasebench.report.cases import (
     median_ms,
     paired_direction,
     phase_total,
+    saved_ratio,
     undecided_lines,
     workload_of_id,
     workloads_of,
@@ -53,16 +54,6 @@ def unfit_lines(cases: dict, device: str, workload_id: str) -> list[str]:
             for (phase, impl, case_device, case_workload), bench in cases.items()
             if (case_device, case_workload) == (device, workload_id)
             and (fit := getattr(bench.info, "machine_fit", None)) and not fit.get("fit", True)]
-
-
-def _saved_ratio(bench, key: str | None = None) -> dict | None:
-    """A case's saved paired ratio, or one of its training run's phase_ratios; None where it has none."""
-    if bench is None:
-        return None
-    info = bench.info
-    if key is None:
-        return getattr(info, "ratio", None)
-    return (getattr(info, "phase_ratios", None) or {}).get(key)
 
 
 def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -112,7 +103,7 @@ def verdict(cases: dict, device: str, workload_id: str, pair: tuple[str, str]) -
         infos = {impl: bench.info for impl, bench in runs.items()}
         parts = {phase.name: (phase_total(infos[a], phase.name) or 0.0) - (phase_total(infos[b], phase.name) or 0.0)
                  for phase in RUN_PHASES}
-        ratio = _saved_ratio(runs[a])
+        ratio = saved_ratio(runs[a])
         said = (paired_direction(ratio) if ratio and ratio.get("to") == b else direction(totals[a] / totals[b]))
         if said == UNDECIDED:
             return (f"Verdict: undecided: {a}'s Total Time against {b}'s could not be measured closely enough here: "
@@ -126,7 +117,7 @@ def verdict(cases: dict, device: str, workload_id: str, pair: tuple[str, str]) -
     step = [median_ms(cases, "train_step", impl, device, workload_id) for impl in pair]
     if None in step or not step[1]:
         return None
-    ratio = _saved_ratio(cases.get(("train_step", a, device, workload_id)))
+    ratio = saved_ratio(cases.get(("train_step", a, device, workload_id)))
     said = paired_direction(ratio) if ratio and ratio.get("to") == b else direction(step[0] / step[1])
     if said == UNDECIDED:
         return (f"Verdict: undecided: {a}'s train_step against {b}'s could not be measured closely enough here: "
@@ -199,7 +190,7 @@ def answer(result: SavedResult) -> list[tuple[str, list[str]]]:
             undecided: dict[str, dict] = {}
             for phase in PHASES:
                 medians = {impl: median_ms(cases, phase.name, impl, device, workload_id) for impl in pair}
-                paired = {impl: _saved_ratio(cases.get((phase.name, impl, device, workload_id))) for impl in pair}
+                paired = {impl: saved_ratio(cases.get((phase.name, impl, device, workload_id))) for impl in pair}
                 if any(value is not None for value in medians.values()):
                     rows.append([phase.name] + [NOT_RUN if value is None else f"{value:.4f}" for value in medians.values()]
                                 + _ratio_cells(medians, pairs, counted, paired, phase.name, undecided))
@@ -220,13 +211,13 @@ def answer(result: SavedResult) -> list[tuple[str, list[str]]]:
                 rows = []
                 for label, read, key in run_rows:
                     values = {impl: read(runs[impl], infos[impl]) if impl in runs else None for impl in pair}
-                    paired = {impl: _saved_ratio(runs.get(impl), key) for impl in pair}
+                    paired = {impl: saved_ratio(runs.get(impl), key) for impl in pair}
                     if any(value is not None for value in values.values()):
                         rows.append([label] + [NOT_RUN if value is None else f"{value:.4f}" for value in values.values()]
                                     + _ratio_cells(values, pairs, paired=paired, label=label, undecided=undecided))
                 lines += ([""] if lines else []) + _aligned(
                     ["training run: " + "; ".join(shapes)] + [f"{impl} (s)" for impl in pair] + ratio_header, rows)
-            if any(_saved_ratio(bench) for key, bench in cases.items() if key[2:] == (device, workload_id)):
+            if any(saved_ratio(bench) for key, bench in cases.items() if key[2:] == (device, workload_id)):
                 lines += ["", "Each ratio: the median of its pairs of blocks measured side by side, with its 95 % "
                               "interval (docs/method.md#every-ratio-with-its-interval)."]
             lines += undecided_lines(undecided) + unfit_lines(cases, device, workload_id)

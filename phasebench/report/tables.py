@@ -29,11 +29,12 @@ from phasebench.report.cases import (
     net_median,
     paired_direction,
     phase_total,
+    saved_ratio,
     utilization,
     workload_of_id,
 )
 from phasebench.results import ratio_pairs
-from phasebench.saved import SavedCase, SavedResult
+from phasebench.saved import SavedResult
 
 COLUMN_NAMES = {"python": "Python", "cpp": "CPP"}  # the published table's spelling
 
@@ -59,13 +60,6 @@ def difference(python: float | None, cpp: float | None, paired: dict | None = No
     return [python - cpp, direction(python / cpp) if cpp else None]
 
 
-def _paired(bench: SavedCase | None, key: str | None = None) -> dict | None:
-    """A case's saved paired ratio (key None), or one of its training run's phase_ratios."""
-    if bench is None:
-        return None
-    return bench.info.ratio if key is None else (bench.info.phase_ratios or {}).get(key)
-
-
 def run_table(cases: dict, device: str, method: int = METHOD_VERSION) -> Table:
     runs = {impl: cases[key] for impl in IMPLEMENTATIONS if (key := ("training_run", impl, device)) in cases}
     table = Table(f"Training run on {device}", [("index", ""), ("Func", ""), ("Python(s)", ".4f"), ("CPP(s)", ".4f"),
@@ -83,9 +77,9 @@ def run_table(cases: dict, device: str, method: int = METHOD_VERSION) -> Table:
         return label, {impl: read(info) for impl, info in infos.items()}
 
     python_run = runs.get("python")
-    paired = {"Total Time": _paired(python_run), "Summed Time": _paired(python_run, schema.SUMMED_RATIO),
-              "Process Total (spawn to exit)": _paired(python_run, schema.PROCESS_TOTAL_RATIO)}
-    paired |= {phase.label: _paired(python_run, phase.name) for phase in RUN_PHASES}
+    paired = {"Total Time": saved_ratio(python_run), "Summed Time": saved_ratio(python_run, schema.SUMMED_RATIO),
+              "Process Total (spawn to exit)": saved_ratio(python_run, schema.PROCESS_TOTAL_RATIO)}
+    paired |= {phase.label: saved_ratio(python_run, phase.name) for phase in RUN_PHASES}
     if any(paired.values()):
         table.title = table.title.replace("median of", "paired in time, median of")
         table.notes.append("Python / CPP: the median of the pairs of rounds' ratios with its 95 % interval where the "
@@ -161,7 +155,7 @@ def phase_table(cases: dict, device: str) -> Table:
             row += [device_clock_median(cases.get((phase.name, impl, device)), name) for name, _ in clocks]
         compared = nets if nets.keys() == medians.keys() else medians
         raw_differences = raw_differences or (compared is medians and len(medians) > 1)
-        row += difference(compared.get("python"), compared.get("cpp"), _paired(cases.get((phase.name, "python", device))))
+        row += difference(compared.get("python"), compared.get("cpp"), saved_ratio(cases.get((phase.name, "python", device))))
         row += [utilization(cases.get((phase.name, impl, device)), kind) for kind, _, _ in kinds for impl in IMPLEMENTATIONS]
         table.rows.append(row)
     table.notes.append("diff and Python / CPP compare the net medians" if not raw_differences
