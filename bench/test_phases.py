@@ -168,8 +168,9 @@ class Rounds:
             self.worker.stop()
 
 
-# What a paired phase's interval does not hold: each side's blocks ran in its one long-lived worker.
-LEAVES_OUT = "the spread between worker processes: each side's blocks ran in one long-lived worker (--processes)"
+# What a paired phase's interval does not hold where its sweeps ran in one long-lived worker a side (--pair-workers 1,
+# or too few sweeps for two).
+LEAVES_OUT = "the spread between worker processes: each side's blocks ran in one long-lived worker (--pair-workers)"
 
 
 class PairedBaselineError(RuntimeError):
@@ -180,12 +181,22 @@ class PairedBaselineError(RuntimeError):
 class PairedSide:
     """One implementation's part of a paired measurement."""
 
-    worker: object
-    taken: list = field(default_factory=list)  # (worker, ns, PhaseRound) per call, its warm-up first
+    workers: list  # its long-lived workers, one a slot: sweep s runs in slot s % len(workers)
+    warmup: list = field(default_factory=list)  # (worker, ns, PhaseRound) per warm-up call, every worker's
+    taken: list = field(default_factory=list)  # (worker, ns, PhaseRound) per counted call, in the order measured
     blocks: list = field(default_factory=list)  # each block's median per call, s, in the order measured
+    block_slots: list = field(default_factory=list)  # each block's worker slot
     windows: list = field(default_factory=list)  # its blocks' utilization windows
-    records: RoundRecords | None = None  # what its counted rounds went through
+    records: RoundRecords = field(default_factory=RoundRecords)  # what its counted rounds went through
     fitness: Fitness = field(default_factory=Fitness)  # whether the machine could measure it
+
+    def ratio_units(self) -> list | None:
+        """What paired_ratio takes as its units: each block's worker slot, where the sweeps rotated through more than
+        one; None (each block pair a draw of its own) where they ran in one worker a side."""
+        return self.block_slots if len(self.workers) > 1 else None
+
+    def leaves_out(self) -> str | None:
+        return LEAVES_OUT if len(self.workers) == 1 else None
 
 
 @dataclass
@@ -197,7 +208,7 @@ class PairedPhase:
     rounds: int  # counted rounds per side: --rounds, or more where a ratio stayed undecided
 
 
-def paired_iterations(sides: dict, warmup_rounds: int, baseline_of) -> tuple[int, str]:
+def paired_iterations(sides: dict, baseline_of) -> tuple[int, str]:
     """One rule for a paired phase's calls per round (docs/method.md#calls-per-round): a compared run's baseline's,
     which must hold every side with the same number; else the fastest side's median warm-up call into the target."""
     given = {impl: baseline_of(impl) for impl in sides}
@@ -208,45 +219,51 @@ def paired_iterations(sides: dict, warmup_rounds: int, baseline_of) -> tuple[int
                 + ", ".join(f"{impl}: {calls or 'no case'}" for impl, calls in given.items())
                 + " (a paired compare needs every side, with one number: docs/method.md#calls-per-round)")
         return next(iter(given.values())), "baseline"
-    warmups = [[ns for _, ns, _ in side.taken[:warmup_rounds]] for side in sides.values()]
+    warmups = [[ns for _, ns, _ in side.warmup] for side in sides.values()]
     fastest = min(warmups, key=lambda ns: statistics.median(ns) if ns else 0)
     return calibrated_iterations(fastest), "pair"
 
 
 def measure_paired(group, phase, device, workload, settings, worker_for, utilization_of, baseline_of) -> PairedPhase:
-    """Every implementation of the group, side by side in time: their warm-up calls in turn, then their counted rounds
-    in blocks of BLOCK_ROUNDS in the balanced sequence (phasebench/plugin/pairing.py), each block a call count of
-    rounds times calls per round in the implementation's long-lived worker."""
+    """Every implementation of the group, side by side in time: their warm-up calls in turn, in each of their
+    workers, then their counted rounds in blocks of BLOCK_ROUNDS in the balanced sequence
+    (phasebench/plugin/pairing.py), each block a call count of rounds times calls per round. Each side has
+    --pair-workers long-lived workers (at most one a sweep); sweep s runs in each side's worker s modulo their number,
+    so that the interval's draws are pairs of processes, not blocks of one process."""
+    sizes = block_sizes(settings.rounds, BLOCK_ROUNDS)
+    slots = range(max(1, min(settings.pair_workers, len(sizes))))
     sides, unpaired = {}, {}
     for impl in group:
         try:
-            sides[impl] = PairedSide(worker_for(impl, device, workload))
+            sides[impl] = PairedSide([worker_for(impl, device, workload, slot) for slot in slots])
         except pytest.skip.Exception as skipped:
             unpaired[impl] = f"{impl} cannot run here: {skipped}"
     checks = settings.switches.checks
 
-    def call(side) -> int:
-        timed = side.worker.run_phase(phase, checks)
-        side.taken.append((side.worker, timed.ns, timed))
+    def call(worker, into: list) -> int:
+        timed = worker.run_phase(phase, checks)
+        into.append((worker, timed.ns, timed))
         return timed.ns
 
     for _ in range(settings.warmup_rounds):
         for side in sides.values():
-            call(side)
-    iterations, iterations_from = paired_iterations(sides, settings.warmup_rounds, baseline_of)
-    sizes = block_sizes(settings.rounds, BLOCK_ROUNDS)
+            for worker in side.workers:
+                call(worker, side.warmup)
+    iterations, iterations_from = paired_iterations(sides, baseline_of)
 
     def sweep_blocks(sweeps: range) -> None:
         for sweep, impl in block_schedule(tuple(sides), sweeps.stop)[len(sides) * sweeps.start:]:
             side = sides[impl]
-            if side.records is None:
-                side.records = RoundRecords()
-                side.records.open(side.worker)
-            side.fitness.begin(side.worker.pid)
-            with utilization_of.window(side.worker, side.windows):
-                per_call = [sum(call(side) for _ in range(iterations)) / iterations for _ in range(sizes[sweep])]
-            side.fitness.end(side.worker.pid)
+            slot = sweep % len(side.workers)
+            worker = side.workers[slot]
+            side.records.open(worker)  # once per worker, before its first counted round
+            side.fitness.begin(worker.pid)
+            with utilization_of.window(worker, side.windows):
+                per_call = [sum(call(worker, side.taken) for _ in range(iterations)) / iterations
+                            for _ in range(sizes[sweep])]
+            side.fitness.end(worker.pid)
             side.blocks.append(statistics.median(per_call) / 1e9)
+            side.block_slots.append(slot)
 
     sweep_blocks(range(len(sizes)))
     # An undecided ratio gets more sweeps, two at a time (the sequence stays balanced), up to as many again.
@@ -255,7 +272,7 @@ def measure_paired(group, phase, device, workload, settings, worker_for, utiliza
         sizes += [BLOCK_ROUNDS, BLOCK_ROUNDS]
         sweep_blocks(range(len(sizes) - 2, len(sizes)))
     for side in sides.values():
-        side.records.close(side.worker)
+        side.records.close_all()
     return PairedPhase(sides, unpaired, iterations, iterations_from, sum(sizes))
 
 
@@ -263,7 +280,8 @@ def undecided_pairs(sides: dict) -> list[str]:
     """The implementations of a paired measurement whose ratio to their reference, measured with them, has an interval
     wider than a decided one's (a run of too few rounds for any interval asked for none)."""
     return [impl for impl in sides if (partner := registry.get(impl).pair) in sides
-            and (ratio := paired_ratio(sides[impl].blocks, sides[partner].blocks)).low is not None
+            and (ratio := paired_ratio(sides[impl].blocks, sides[partner].blocks,
+                                       sides[impl].ratio_units())).low is not None
             and not ratio.decided]
 
 
@@ -321,9 +339,11 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
             group, phase, device, workload, settings, worker_for, utilization_of,
             lambda other: baseline_iterations.get(sibling_nodeid(request.node, other))))
         side = measured.sides[impl]
-        iterations, taken, records, workers = measured.iterations, side.taken, side.records, [side.worker]
+        # Its warm-up calls first, then its counted ones: each worker's calls stay in the order it ran them.
+        iterations, taken, records, workers = measured.iterations, side.warmup + side.taken, side.records, side.workers
+        first = len(side.warmup)
         settings = types.SimpleNamespace(**{**vars(settings), "rounds": measured.rounds})  # more where undecided
-        counted_ns = iter([ns for _, ns, _ in taken[first:first + settings.rounds * iterations]])
+        counted_ns = iter([ns for _, ns, _ in side.taken])
 
         def replayed_round():  # pedantic's call for its result, after its rounds, finds none left
             ns = next(counted_ns, None)
@@ -333,7 +353,8 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
         schema.write(benchmark, schema.PhaseInfo, iterations=iterations, iterations_from=measured.iterations_from,
                      rounds=measured.rounds, machine_fit=side.fitness.as_info(),
                      **pairing_info(impl, {name: other.blocks for name, other in measured.sides.items()},
-                                    measured.unpaired, BLOCK_ROUNDS, LEAVES_OUT))
+                                    measured.unpaired, BLOCK_ROUNDS, side.leaves_out(), side.block_slots,
+                                    side.ratio_units()))
         benchmark.pedantic(replayed_round, rounds=settings.rounds, warmup_rounds=0, iterations=iterations)
         utilization_of.record_windows(impl, device, side.windows)
         return finish_phase(benchmark, settings, registered, phase, impl, device, workload, taken, workers, records,

@@ -25,6 +25,9 @@ different methods are never compared (phasebench/results.py's mismatch). Raise M
    run's rounds alternate fresh workers (docs/method.md#paired-in-time); a phase's calls per round follow one rule,
    the faster side's median warm-up call, whatever the draw; every ratio is saved with its 95 % interval. The clocks
    are those of method 6.
+8. A paired phase's sweeps of blocks rotate through several long-lived workers a side (--pair-workers, 6), and its
+   ratio's draws are those pairs of workers, each the median of its blocks' ratios: the interval holds the spread
+   between worker processes (docs/method.md#every-ratio-with-its-interval). The clocks are those of method 7.
 
 METHOD_SOURCES are those sources; METHOD_SOURCES_HASH is their hash when METHOD_VERSION was last set, and
 tests/test_method.py fails when they change without it being recorded again (`python -m phasebench.method
@@ -40,7 +43,7 @@ from pathlib import Path
 
 from phasebench.repository import ROOT
 
-METHOD_VERSION = 7
+METHOD_VERSION = 8
 METHOD_SOURCES = (
     "phasebench/train/timing.py",  # the clock around a body, its synchronization, its CPU and fault reads
     "phasebench/train/phases.py",  # what each phase prepares (untimed) and times
@@ -58,7 +61,7 @@ METHOD_SOURCES = (
     "cpp/src/model.cpp",  # the model and optimizer built in set-up and in optimizer_init
     "cpp/src/step.h",  # the step's pieces the forward, loss and backward clocks hold
 )
-METHOD_SOURCES_HASH = "47cb106cdfe81a7f"
+METHOD_SOURCES_HASH = "e03fe3a48c302f8e"
 
 
 def method_sources_hash(root: Path = ROOT) -> str:

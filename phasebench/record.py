@@ -94,9 +94,13 @@ class Case(Utilization):
                                                          "training run's block is one fresh worker's run)")
     block_medians_s: list | None = saved_field("list of s", "each of its blocks' median (per call), in the order "
                                                             "measured: what the ratio's pairs are made of")
+    block_workers: list | None = saved_field("list of count", "each of its blocks' worker slot (`--pair-workers`): "
+                                                              "the blocks of one slot ran in one worker process a side")
     ratio: dict | None = saved_field("object", "its time over its reference's, from the paired blocks: `to` (the "
-                                               "reference), `estimate` (the median of the blocks' ratios), `low` and "
-                                               "`high` (its rank interval; null below 6 pairs), `confidence`, `pairs`, "
+                                               "reference), `estimate` (the median of the worker pairs' ratios, each "
+                                               "the median of its blocks' ratios; of the blocks' ratios where they ran "
+                                               "in one worker a side), `low` and `high` (its rank interval; null below "
+                                               "6 pairs), `confidence`, `pairs` (worker pairs, or block pairs), "
                                                "`half_width` (a fraction), `decided` (`half_width` within "
                                                "phasebench/stats.py's `DECIDED_HALF_WIDTH`), `undecided` (why not, "
                                                "or null), `leaves_out` (what spread the interval does not hold)")

@@ -85,11 +85,22 @@ class RatioInterval:
         return cls(info["estimate"], info["low"], info["high"], info["pairs"], info.get("confidence", CONFIDENCE))
 
 
-def paired_ratio(sides: list[float], references: list[float], confidence: float = CONFIDENCE) -> RatioInterval:
+def paired_ratio(sides: list[float], references: list[float], units: list | None = None,
+                 confidence: float = CONFIDENCE) -> RatioInterval:
     """The ratio of `sides` to `references`, the i-th of each measured side by side in time (a block of rounds each,
-    or a fresh worker's run each): the median of the n ratios, and the rank interval of that median."""
+    or a fresh worker's run each): the median of the n ratios, and the rank interval of that median.
+
+    `units`: the i-th pair's unit of independent draws (the pair of worker processes that ran it). The pairs of one
+    unit share its processes' own offsets, so they are not independent draws of the ratio: each unit then gives one
+    ratio, the median of its pairs', and the estimate and its interval are those units' (`pairs` counts units)."""
     assert len(sides) == len(references) and sides, "paired blocks: as many of one side as of the other, at least one"
     logs = [math.log(a / b) for a, b in zip(sides, references)]
+    if units is not None:
+        assert len(units) == len(logs), "one unit per pair"
+        by_unit: dict = {}
+        for unit, log in zip(units, logs):
+            by_unit.setdefault(unit, []).append(log)
+        logs = [statistics.median(unit_logs) for unit_logs in by_unit.values()]
     interval = median_rank_interval(logs, confidence)
     low, high = (math.exp(interval[0]), math.exp(interval[1])) if interval else (None, None)
     return RatioInterval(math.exp(statistics.median(logs)), low, high, len(logs), confidence)

@@ -50,7 +50,9 @@ def suite_run(option, storage: Path, *options: str, slow: str | None = None,
     # The phase cases' module alone: collecting the whole suite would take longer than the two cases' rounds.
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "bench/test_phases.py", "--benchmark-only",
                "-k", "test_phase and loss",
-               "--device", "cpu", "--rounds", "30", "--warmup-rounds", "1",
+               # One worker a side: these tests judge the gates, not the spread between processes (each block pair
+               # a draw, which the ratio's `leaves_out` says), and six more workers a side would triple the runs.
+               "--device", "cpu", "--rounds", "30", "--warmup-rounds", "1", "--pair-workers", "1",
                f"--mnist-root={os.path.abspath(option('mnist_root'))}",
                f"--dataset={option('dataset')}", f"--benchmark-storage={storage}", *options]
     with child_process(command, env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:

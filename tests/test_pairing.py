@@ -40,7 +40,7 @@ def test_which_side_goes_first_is_drawn_from_the_seed_and_shared_out():
 
 
 def _side(warmup_ms: list[float]) -> PairedSide:
-    return PairedSide(worker=None, taken=[(None, int(ms * 1e6), None) for ms in warmup_ms])
+    return PairedSide(workers=[None], warmup=[(None, int(ms * 1e6), None) for ms in warmup_ms])
 
 
 def test_one_rule_for_calls_per_round_whichever_side_is_first():
@@ -51,10 +51,10 @@ def test_one_rule_for_calls_per_round_whichever_side_is_first():
     assert expected > 1
     for order in (("python", "cpp"), ("cpp", "python")):
         sides = {impl: _side(slow if impl == "python" else fast) for impl in order}
-        assert paired_iterations(sides, 3, lambda impl: None) == (expected, "pair")
-        assert paired_iterations(sides, 3, lambda impl: 7) == (7, "baseline")
+        assert paired_iterations(sides, lambda impl: None) == (expected, "pair")
+        assert paired_iterations(sides, lambda impl: 7) == (7, "baseline")
         with pytest.raises(RuntimeError, match="python: 7, cpp: no case|cpp: no case"):
-            paired_iterations(sides, 3, lambda impl: 7 if impl == "python" else None)
+            paired_iterations(sides, lambda impl: 7 if impl == "python" else None)
 
 
 def test_a_failed_measurement_fails_every_case_of_its_group():
@@ -97,12 +97,12 @@ class NoWindows:
 def test_a_side_that_cannot_run_leaves_the_other_measured_alone():
     workers = {"python": FakeWorker(2_000_000)}
 
-    def worker_for(impl, device, workload):
+    def worker_for(impl, device, workload, slot):
         if impl not in workers:
             pytest.skip("no C++ compiler here")
         return workers[impl]
 
-    settings = types.SimpleNamespace(warmup_rounds=2, rounds=10, count=None,
+    settings = types.SimpleNamespace(warmup_rounds=2, rounds=10, count=None, pair_workers=1,
                                      switches=types.SimpleNamespace(checks=False))
     measured = measure_paired(("python", "cpp"), "forward", "cpu", None, settings, worker_for, NoWindows(),
                               lambda impl: None)
@@ -120,12 +120,38 @@ def test_an_undecided_ratio_gets_more_blocks_up_to_as_many_again():
             return types.SimpleNamespace(ns=self.ns * (3 if (self.calls // 5) % 2 else 1), product={}, counted=None)
 
     workers = {"python": Swinging(1_000_000), "cpp": FakeWorker(1_000_000)}
-    settings = types.SimpleNamespace(warmup_rounds=0, rounds=30, count=None,
+    settings = types.SimpleNamespace(warmup_rounds=0, rounds=30, count=None, pair_workers=1,
                                      switches=types.SimpleNamespace(checks=False))
     measured = measure_paired(("python", "cpp"), "forward", "cpu", None, settings,
-                              lambda impl, device, workload: workers[impl], NoWindows(), lambda impl: None)
+                              lambda impl, device, workload, slot: workers[impl], NoWindows(), lambda impl: None)
     assert measured.rounds == 60 and len(measured.sides["python"].blocks) == 12
     steady = {"python": FakeWorker(2_000_000), "cpp": FakeWorker(1_000_000)}
     measured = measure_paired(("python", "cpp"), "forward", "cpu", None, settings,
-                              lambda impl, device, workload: steady[impl], NoWindows(), lambda impl: None)
+                              lambda impl, device, workload, slot: steady[impl], NoWindows(), lambda impl: None)
     assert measured.rounds == 30
+
+
+def test_the_sweeps_rotate_through_each_sides_workers_and_the_interval_counts_worker_pairs():
+    """--pair-workers 3 over 6 sweeps: every worker warms up, sweep s runs in each side's worker s % 3, and the ratio's
+    draws are the 3 pairs of workers (too few for an interval), not the 6 pairs of blocks; a worker pair whose
+    processes sit 30 % apart moves one draw, not every block of the run. With more workers than sweeps, one a sweep."""
+    offsets = {("python", 0): 1.0, ("python", 1): 1.3, ("python", 2): 1.0}
+    workers = {key: FakeWorker(int(2_000_000 * offsets.get(key, 1.0) / (2 if key[0] == "cpp" else 1)))
+               for key in [(impl, slot) for impl in ("python", "cpp") for slot in range(3)]}
+    settings = types.SimpleNamespace(warmup_rounds=2, rounds=30, count=None, pair_workers=3,
+                                     switches=types.SimpleNamespace(checks=False))
+    measured = measure_paired(("python", "cpp"), "forward", "cpu", None, settings,
+                              lambda impl, device, workload, slot: workers[impl, slot], NoWindows(), lambda impl: None)
+    python = measured.sides["python"]
+    assert python.block_slots == [0, 1, 2, 0, 1, 2] and python.workers == [workers["python", s] for s in range(3)]
+    assert all(worker.calls == 2 + 2 * 5 for worker in workers.values())  # each: its warm-up, then 2 blocks of 5
+    assert [w for w, _, _ in python.taken[:5]] == [workers["python", 0]] * 5
+    info = pairing.pairing_info("python", {impl: side.blocks for impl, side in measured.sides.items()},
+                                measured.unpaired, 5, python.leaves_out(), python.block_slots, python.ratio_units())
+    assert info["block_workers"] == [0, 1, 2, 0, 1, 2]
+    assert info["ratio"]["pairs"] == 3 and info["ratio"]["low"] is None and info["ratio"]["leaves_out"] is None
+    assert info["ratio"]["estimate"] == pytest.approx(2.0)  # the median of the worker pairs' 2.0, 2.6, 2.0
+    settings.rounds = 10  # 2 sweeps: 2 workers a side
+    measured = measure_paired(("python", "cpp"), "forward", "cpu", None, settings,
+                              lambda impl, device, workload, slot: workers[impl, slot], NoWindows(), lambda impl: None)
+    assert measured.sides["cpp"].block_slots == [0, 1] and len(measured.sides["cpp"].workers) == 2

@@ -59,3 +59,25 @@ def test_a_ratio_too_wide_or_with_too_few_pairs_is_undecided_and_says_why():
     assert narrow.decided and narrow.undecided_because() is None
     assert stats.RatioInterval.from_info(narrow.as_info()) == narrow
     assert narrow.half_width == pytest.approx(math.sqrt(2.02 / 1.98) - 1)
+
+
+def test_a_ratio_whose_blocks_share_their_processes_counts_each_pair_of_processes_once():
+    """Six pairs of worker processes, each with an offset of its own drawn around a true ratio of 2.1, and 4 blocks
+    each with little noise of their own: counted as 24 independent block pairs, the interval holds 2.1 far less often
+    than it says; counted per pair of workers, at least as often as it says."""
+    rng = random.Random(11)
+    held_blocks = held_workers = 0
+    for _ in range(1000):
+        sides, references, units = [], [], []
+        for unit in range(6):
+            offset = rng.lognormvariate(0, 0.05)  # the processes' own: memory layout, thread placement
+            for _ in range(4):
+                sides.append(2.1e-3 * offset * rng.lognormvariate(0, 0.01))
+                references.append(1e-3 * rng.lognormvariate(0, 0.01))
+                units.append(unit)
+        blocks = stats.paired_ratio(sides, references)
+        workers = stats.paired_ratio(sides, references, units)
+        assert workers.pairs == 6 and blocks.pairs == 24
+        held_blocks += blocks.low <= 2.1 <= blocks.high
+        held_workers += workers.low <= 2.1 <= workers.high
+    assert held_workers >= 0.95 * 1000 and held_blocks < 0.8 * 1000, (held_workers, held_blocks)

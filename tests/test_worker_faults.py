@@ -68,7 +68,7 @@ def test_an_interrupted_request_kills_its_worker(new_worker):
 
 def test_the_pool_replaces_a_dead_worker(new_worker):
     spawn = new_worker("cpp", "cpu")
-    pool = WorkerPool(lambda impl, device, workload, library: spawn(**KNOBS))
+    pool = WorkerPool(lambda impl, device, workload, library, slot: spawn(**KNOBS))
     try:
         first = pool.get("cpp", "cpu")
         with pytest.raises(WorkerDied):
@@ -117,7 +117,7 @@ def test_requests_the_worker_does_not_know_are_error_replies(new_worker):
 
 def test_the_pool_releases_a_worker_no_later_case_needs(new_worker):
     spawn = new_worker("cpp", "cpu")
-    pool = WorkerPool(lambda impl, device, workload, library: spawn())
+    pool = WorkerPool(lambda impl, device, workload, library, slot: spawn())
     try:
         first = pool.get("cpp", "cpu")
         pool.release("cpp", "cpu")
@@ -176,7 +176,7 @@ def test_a_replacement_that_fails_to_start_leaves_nothing_closed_twice():
         def stop(self):
             self.close()
 
-    def make(impl, device, workload, library):
+    def make(impl, device, workload, library, slot):
         if closes or made:
             raise WorkerDied("cpp worker on cpu did not answer within 6 s (--round-timeout) and was killed during 'start'")
         made.append(DeadWorker())
@@ -198,7 +198,7 @@ def test_a_worker_that_failed_to_start_is_not_started_again(new_worker):
     spawn = new_worker("cpp", "cpu", loader="no-such-loader")
     spawned = []
 
-    def make(impl, device, workload, library):
+    def make(impl, device, workload, library, slot):
         spawned.append(workload)
         return spawn()
 

@@ -112,8 +112,8 @@ def spawner(settings: PhasebenchSession, impl: str, device: str, options: dict, 
 def worker_pool(settings, tmp_path_factory):
     logs = tmp_path_factory.mktemp("progress-logs")
 
-    def make(impl: str, device: str, workload: Workload, library: str | None) -> Worker:
-        log = logs / f"{'-'.join(filter(None, (impl, device, workload.id)))}.log"
+    def make(impl: str, device: str, workload: Workload, library: str | None, slot: int) -> Worker:
+        log = logs / f"{'-'.join(filter(None, (impl, device, workload.id, f'slot{slot}' if slot else '')))}.log"
         options = settings.worker_options(device, log_path=str(log), impl=impl, workload=workload)
         return spawner(settings, impl, device, options, library)()
 
@@ -133,14 +133,14 @@ def library_or_skip(request, settings: PhasebenchSession, impl: str, device: str
 
 @pytest.fixture
 def worker_for(request, settings, worker_pool, last_user):
-    """worker_for(impl, device, workload=the published one): the long-lived worker for that case, skipping
-    what cannot run here. After the last test of the run that asks for that worker, it is stopped. A worker that
+    """worker_for(impl, device, workload=the published one, slot=0): the long-lived worker for that case (slot 0, or
+    another of its key's, which a paired phase rotates its sweeps through), skipping what cannot run here. After the last test of the run that asks for that worker, it is stopped. A worker that
     replaced a dead one says so on the terminal, and in the case's `worker_replaced` where the test is a benchmark."""
     asked = set()
 
-    def get(impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD) -> Worker:
+    def get(impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD, slot: int = 0) -> Worker:
         asked.add((impl, device, workload))
-        worker = worker_pool.get(impl, device, workload, library_or_skip(request, settings, impl, device))
+        worker = worker_pool.get(impl, device, workload, library_or_skip(request, settings, impl, device), slot)
         replaced = worker_pool.take_replaced(worker)
         if replaced:
             terminal_line(request.config)(f"phasebench: {request.node.name} runs on a fresh {worker.name} "

@@ -6,6 +6,7 @@ phasebench/plugin/gating.py, counting.py and switches.py. Their help texts are t
 from __future__ import annotations
 
 from phasebench import data, registry
+from phasebench.plugin.pairing import PAIR_WORKERS
 from phasebench.plugin.session import DEFAULT_JOBS, DEFAULT_MODELS
 
 
@@ -59,6 +60,11 @@ def pytest_addoption(parser):
                     help="rounds of each training_run, each a fresh worker process; where the run pairs its cases, N "
                          "pairs of rounds, each implementation's in turn (default: %(default)s, the fewest pairs whose "
                          "median ratio has a 95%% interval: docs/method.md#every-ratio-with-its-interval)")
+    group.addoption("--pair-workers", type=int, default=PAIR_WORKERS, metavar="N",
+                    help="long-lived workers a side that a paired phase's sweeps of blocks rotate through, so that its "
+                         "ratio's interval holds the spread between worker processes (default: %(default)s, the fewest "
+                         "worker pairs whose median ratio has a 95%% interval; at most one a sweep: "
+                         "docs/method.md#paired-in-time)")
     group.addoption("--unpaired", action="store_true",
                     help="time each case alone, one implementation after another, without measuring its partner "
                          "beside it (default: a phase's implementations, and each one's reference, are measured side "

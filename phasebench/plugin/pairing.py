@@ -24,6 +24,9 @@ from phasebench import registry
 from phasebench.plugin.cases import RUN_ORDER, run_order
 
 BLOCK_ROUNDS = 5  # counted rounds in a block of a paired phase (a training run's block: one fresh worker's run)
+# Long-lived workers a side that a paired phase's sweeps rotate through (--pair-workers): the fewest worker pairs whose
+# median ratio has a 95 % interval, so that the interval holds the spread between processes.
+PAIR_WORKERS = 6
 PAIRED_WITH = pytest.StashKey[tuple[str, ...]]()  # a paired case's group: its implementations in the first sweep's order
 
 
@@ -195,15 +198,18 @@ def ratio_info(interval, to: str, leaves_out: str | None) -> dict:
 
 
 def pairing_info(impl: str, sides: dict[str, list[float]], unpaired: dict[str, str], block_rounds: int,
-                 leaves_out: str | None) -> dict:
-    """What a paired case records (phasebench/record.py Case): the implementations measured with it, its blocks,
-    and its ratio to its reference where that was measured beside it, else why not."""
+                 leaves_out: str | None, block_workers: list[int] | None = None, units: list | None = None) -> dict:
+    """What a paired case records (phasebench/record.py Case): the implementations measured with it, its blocks and
+    the worker slot of each, and its ratio to its reference where that was measured beside it, else why not; `units`:
+    paired_ratio's (each block's worker pair, or None)."""
     from phasebench.stats import paired_ratio
 
     info = {"paired_with": list(sides), "pair_block_rounds": block_rounds, "block_medians_s": sides[impl]}
+    if block_workers is not None:
+        info["block_workers"] = block_workers
     partner = registry.get(impl).pair
     if partner in sides:
-        info["ratio"] = ratio_info(paired_ratio(sides[impl], sides[partner]), partner, leaves_out)
+        info["ratio"] = ratio_info(paired_ratio(sides[impl], sides[partner], units), partner, leaves_out)
     elif partner in unpaired:
         info["unpaired"] = unpaired[partner]
     return info

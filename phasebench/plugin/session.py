@@ -22,6 +22,7 @@ from phasebench.plugin.guards import (
     misread_path_option,
     refused_option,
 )
+from phasebench.plugin.pairing import PAIR_WORKERS
 from phasebench.registry import DEVICES
 from phasebench.repository import ROOT
 from phasebench.results import DEFAULT_STORAGE
@@ -40,7 +41,7 @@ DEFAULT_MODELS = (1, 4, 16)  # test_ensemble's M when --models is not given
 PRODUCTION_WORKER = "phasebench.worker.server"
 # Options with a lower bound, and the bound.
 MINIMUMS = {"threads": 0, "rounds": 1, "warmup_rounds": 0, "round_timeout": 0, "epochs": 1, "run_rounds": 1,
-            "processes": 1}
+            "processes": 1, "pair_workers": 1}
 
 
 @dataclass
@@ -59,6 +60,7 @@ class PhasebenchSession:
     processes: int  # fresh workers per phase case; 1: the long-lived worker per implementation and device
     source: data.DataSource | None
     cuda_reason: str | None  # why cuda cases skip; None when a GPU is usable
+    pair_workers: int = PAIR_WORKERS  # long-lived workers a side that a paired phase rotates its sweeps through
     machine: dict = field(default_factory=dict)  # machine_info["phasebench"] (phasebench/plugin/machine.py)
     utilization: utilization.Monitor | None = None  # GPU/CPU samplers (phasebench/utilization.py)
     jobs: dict[str, tuple[int, ...]] = field(default_factory=lambda: dict(DEFAULT_JOBS))  # per device (--jobs)
@@ -193,7 +195,7 @@ class PhasebenchSession:
                 machine.probe()["threads"], timed=not option("benchmark_disable", False)) if probed else 0),
             rounds=option("rounds"), warmup_rounds=option("warmup_rounds"), round_timeout=option("round_timeout"),
             epochs=option("epochs"), run_rounds=option("run_rounds"), processes=option("processes"),
-            source=source, cuda_reason=cuda_reason, jobs=jobs, models=models, selections=named, extras=chosen_selections(config, named),
+            pair_workers=option("pair_workers"), source=source, cuda_reason=cuda_reason, jobs=jobs, models=models, selections=named, extras=chosen_selections(config, named),
             world_sizes=world_sizes, dist_timeout=option("dist_timeout"), order_seed=order_seed(config),
             order_seed_from="given" if option("order_seed") is not None else "drawn", switches=switched)
         counted = session._count_instructions(given_options(config), probed, simulated) if option("count") else {}

@@ -8,7 +8,7 @@ import pytest
 from phasebench import data
 from phasebench.plugin import calibration, switches
 from phasebench.plugin.cases import left_out_line
-from phasebench.plugin.pairing import BLOCK_ROUNDS, why_unpaired
+from phasebench.plugin.pairing import BLOCK_ROUNDS, block_sizes, why_unpaired
 from phasebench.plugin.session import PhasebenchSession, harness_cores
 
 
@@ -29,8 +29,11 @@ def pytest_report_header(config):
              f"warm-up call to fill {calibration.ROUND_TARGET_S * 1e6:g} µs (at most {calibration.MAX_ITERATIONS}; a "
              f"compared case: its baseline's)")
     seed_source = ", the baseline's" if settings.order_seed_from == "baseline" else ""
+    sweeps = len(block_sizes(settings.rounds, BLOCK_ROUNDS))
+    workers = min(settings.pair_workers, sweeps)
     order = (f"each phase's implementations side by side in time, in alternating blocks of {BLOCK_ROUNDS} rounds "
-             f"(A B B A …), the first drawn from seed {settings.order_seed}" if not unpaired else
+             f"(A B B A …), {sweeps} sweep(s) through {workers} worker(s) a side in turn (--pair-workers), the first "
+             f"drawn from seed {settings.order_seed}" if not unpaired else
              f"each phase's implementations one after the other (unpaired: {unpaired}), in a random order, seed "
              f"{settings.order_seed}")
     run_rounds = (f"{settings.run_rounds} pair(s) of rounds, each a fresh worker, alternating (A B B A …)"

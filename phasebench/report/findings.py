@@ -218,8 +218,8 @@ def answer(result: SavedResult) -> list[tuple[str, list[str]]]:
                 lines += ([""] if lines else []) + _aligned(
                     ["training run: " + "; ".join(shapes)] + [f"{impl} (s)" for impl in pair] + ratio_header, rows)
             if any(saved_ratio(bench) for key, bench in cases.items() if key[2:] == (device, workload_id)):
-                lines += ["", "Each ratio: the median of its pairs of blocks measured side by side, with its 95 % "
-                              "interval (docs/method.md#every-ratio-with-its-interval)."]
+                lines += ["", "Each ratio: the median of its pairs of workers' blocks measured side by side, with its "
+                              "95 % interval (docs/method.md#every-ratio-with-its-interval)."]
             lines += undecided_lines(undecided) + unfit_lines(cases, device, workload_id)
             others = [] if counted else _every_implementation(cases, device, workload_id, present, tuple(pair))
             if others:

@@ -326,29 +326,32 @@ class StartFailed(RuntimeError):
 
 
 class WorkerPool:
-    """Long-lived workers, one per (implementation, device, workload); a dead one is replaced on next use, and the
+    """Long-lived workers, one per (implementation, device, workload), and more of a key where a paired phase asks for
+    another slot (bench/test_phases.py measure_paired); a dead one is replaced on next use, and the
     replacement says so in `replaced` until a case takes it (take_replaced). A start that fails is remembered: later
     asks for that worker raise StartFailed with its message, without a new process (a start that fails once fails
     the same way again, after seconds of imports each time)."""
 
     def __init__(self, make_worker):
-        self.make_worker = make_worker  # (impl, device, workload, library) -> Worker
-        self.workers: dict[tuple[str, str, Workload], Worker] = {}
+        self.make_worker = make_worker  # (impl, device, workload, library, slot) -> Worker
+        self.workers: dict[tuple[str, str, Workload, int], Worker] = {}
         self.failed_starts: dict[tuple[str, str, Workload], str] = {}  # key -> why its start failed
 
-    def get(self, impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD, library: str | None = None) -> Worker:
+    def get(self, impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD, library: str | None = None,
+            slot: int = 0) -> Worker:
+        """The worker of that key in that slot (0: the one every case shares)."""
         key = (impl, device, workload)
         if key in self.failed_starts:
             raise StartFailed(self.failed_starts[key])
-        worker = self.workers.get(key)
+        worker = self.workers.get(key + (slot,))
         if worker is None or not worker.alive():
             dead = None
             if worker is not None:
-                del self.workers[key]  # closed once: a replacement that fails to start leaves nothing to close again
+                del self.workers[key + (slot,)]  # closed once: a replacement that fails to start leaves nothing to close again
                 worker.close()
                 dead = f"{worker.name} (pid {worker.pid}) had died with {describe_exit(worker.process.returncode)}"
             try:
-                worker = self.workers[key] = self.make_worker(impl, device, workload, library)
+                worker = self.workers[key + (slot,)] = self.make_worker(impl, device, workload, library, slot)
                 worker.replaced = dead
             except Exception as error:  # not a Ctrl-C: that stops the run, and says nothing of the worker
                 self.failed_starts[key] = (f"{impl} worker on {device} ({workload.label}) "
@@ -365,11 +368,10 @@ class WorkerPool:
         return replaced
 
     def release(self, impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD) -> None:
-        """Stop that worker now, if it runs: no later case needs it (conftest.py), and a sweep of many
-        implementations and workloads would otherwise hold one process per pair until the session ends."""
-        worker = self.workers.pop((impl, device, workload), None)
-        if worker is not None:
-            worker.stop()
+        """Stop that key's workers now, if they run: no later case needs them (conftest.py), and a sweep of many
+        implementations and workloads would otherwise hold their processes until the session ends."""
+        for key in [key for key in self.workers if key[:3] == (impl, device, workload)]:
+            self.workers.pop(key).stop()
 
     def stop_all(self) -> None:
         for worker in self.workers.values():
