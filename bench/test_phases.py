@@ -34,7 +34,7 @@ from phasebench.plugin.pairing import (
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import ONE_SHOT_PHASES, Workload
 from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
-from phasebench.stats import paired_ratio
+from phasebench.stats import paired_ratio, within_units
 from phasebench.worker.client import RoundRecords, WorkerError, worker_clock
 
 # pytest-benchmark reads the in-worker durations through this clock.
@@ -266,7 +266,8 @@ def measure_paired(group, phase, device, workload, settings, worker_for, utiliza
             side.block_slots.append(slot)
 
     sweep_blocks(range(len(sizes)))
-    # An undecided ratio gets more sweeps, two at a time (the sequence stays balanced), up to as many again.
+    # An undecided ratio that more blocks can narrow gets more sweeps, two at a time (the sequence stays balanced), up
+    # to as many again.
     planned = len(sizes)
     while len(sizes) < 2 * planned and undecided_pairs(sides) and not settings.count:
         sizes += [BLOCK_ROUNDS, BLOCK_ROUNDS]
@@ -278,11 +279,20 @@ def measure_paired(group, phase, device, workload, settings, worker_for, utiliza
 
 def undecided_pairs(sides: dict) -> list[str]:
     """The implementations of a paired measurement whose ratio to their reference, measured with them, has an interval
-    wider than a decided one's (a run of too few rounds for any interval asked for none)."""
-    return [impl for impl in sides if (partner := registry.get(impl).pair) in sides
-            and (ratio := paired_ratio(sides[impl].blocks, sides[partner].blocks,
-                                       sides[impl].ratio_units())).low is not None
-            and not ratio.decided]
+    wider than a decided one's, where more blocks can narrow it: where the sweeps rotated through several pairs of
+    workers, only if the blocks spread that wide within their pairs of workers (more blocks narrow that spread, not
+    the spread between pairs of processes). A run of too few rounds for any interval asked for none."""
+    undecided = []
+    for impl, side in sides.items():
+        partner = registry.get(impl).pair
+        if partner not in sides:
+            continue
+        ratio = paired_ratio(side.blocks, sides[partner].blocks, side.ratio_units())
+        if ratio.low is None or ratio.decided:
+            continue
+        if side.ratio_units() is None or not within_units(side.blocks, sides[partner].blocks, side.block_slots).decided:
+            undecided.append(impl)
+    return undecided
 
 
 # Parametrized by phasebench/plugin/__init__.py's pytest_generate_tests: per selected implementation, each of its phases,

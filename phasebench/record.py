@@ -111,7 +111,8 @@ class Case(Utilization):
                                                      "core over their time on one, across its blocks), `load_per_core` "
                                                      "(the load average per core at the first block's start and the "
                                                      "last block's end), `fit`, and `why` not")
-    worker_replaced: str | None = saved_field("text", "where the case's pooled worker replaced one that had died in "
-                                                      "an earlier case (docs/faults.md#faults-and-bad-input): the "
-                                                      "dead worker, its pid and how it died; null where it replaced "
-                                                      "none")
+    worker_replaced: str | None = saved_field("text", "where the case's pooled worker (or data-parallel world) "
+                                                      "replaced one that had died in an earlier case "
+                                                      "(docs/faults.md#faults-and-bad-input): the dead worker (or "
+                                                      "world's ranks), its pid and how it died; null where it "
+                                                      "replaced none")

@@ -106,6 +106,19 @@ def paired_ratio(sides: list[float], references: list[float], units: list | None
     return RatioInterval(math.exp(statistics.median(logs)), low, high, len(logs), confidence)
 
 
+def within_units(sides: list[float], references: list[float], units: list) -> RatioInterval:
+    """The pairs' ratios with each unit's own offset taken out (each divided by its unit's median ratio), as one
+    interval about 1: how far the pairs of one unit spread, which more pairs of that unit can narrow, where the
+    spread between units (paired_ratio's, with the units) is what more pairs cannot."""
+    logs = [math.log(a / b) for a, b in zip(sides, references)]
+    by_unit: dict = {}
+    for unit, log in zip(units, logs):
+        by_unit.setdefault(unit, []).append(log)
+    offsets = {unit: statistics.median(unit_logs) for unit, unit_logs in by_unit.items()}
+    centred = [math.exp(log - offsets[unit]) for unit, log in zip(units, logs)]
+    return paired_ratio(centred, [1.0] * len(centred))
+
+
 # -- a head against its base across paired runs -------------------------------------------------------------
 
 @dataclass(frozen=True)

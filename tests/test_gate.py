@@ -73,6 +73,9 @@ def gate_run(pytestconfig, tmp_path_factory):
     if runs["baseline"].returncode == 0:
         runs["slowed"] = suite_run(option, folder, *GATES, f"--benchmark-json={folder / 'slowed.json'}", slow=SLOW)
         runs["unchanged"] = suite_run(option, folder, *GATES)
+        # Python's loss slowed past both gates, and then failing a check after its timing: an error, judged by none.
+        runs["failed"] = suite_run(option, folder, *GATES, slow=SLOW,
+                                   env={knobs.FAIL_CHECK_ENV: "python/loss:call"})
         # A GPU runner that lost its GPU, with the default devices.
         runs["nothing"] = suite_run(option, folder, *GATES, "-k", "test_phase and loss and cuda", "--device=cpu,cuda",
                                     f"--benchmark-json={folder / 'out.json'}", env={"CUDA_VISIBLE_DEVICES": ""})
@@ -116,6 +119,22 @@ def test_slowed_phase_fails_both_gates(gate_run):
     # Saved in the current format, each record with its kind.
     assert saved.saved_format == schema.FORMAT_VERSION and saved.cases
     assert all(case.info.kind == type(case.info).__name__ for case in saved.cases.values())
+
+
+@pytest.mark.needs_data
+def test_a_failed_case_is_judged_by_no_gate(gate_run):
+    """pytest-benchmark compares an error benchmark with its baseline and judges it by --benchmark-compare-fail,
+    though it leaves it out of its saved file: the plugin takes it out of the session first, so a case that failed a
+    check after its (slowed) timing fails as a test, and neither gate judges its timing: pytest-benchmark reports no
+    regression, and the ratio gate, left without python's side, fails closed on having nothing to compare."""
+    result = gate_run("failed")
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.output
+    assert "Performance has regressed" not in result.output, result.output
+    # The ratio gate judges no ratio of it: with python's case left out it has none to compare, and says so.
+    assert "--phase-ratio-fail: no phase has python and cpp medians" in result.output, result.output
+    assert "slower relative to cpp" not in result.output, result.output
+    assert "phasebench: 1 case(s) failed or cut short, left out of the answer, the gates and the saved results: " \
+           "test_phase[loss-python-cpu]" in result.output, result.output
 
 
 @pytest.mark.needs_data

@@ -155,3 +155,19 @@ def test_the_sweeps_rotate_through_each_sides_workers_and_the_interval_counts_wo
     measured = measure_paired(("python", "cpp"), "forward", "cpu", None, settings,
                               lambda impl, device, workload, slot: workers[impl, slot], NoWindows(), lambda impl: None)
     assert measured.sides["cpp"].block_slots == [0, 1] and len(measured.sides["cpp"].workers) == 2
+
+
+def test_a_ratio_undecided_between_pairs_of_processes_gets_no_more_blocks():
+    """Three pairs of workers whose ratios sit at 2.0, 2.6 and 2.0, each with steady blocks: the blocks agree within
+    each pair of workers, so more of them could not narrow the interval between the pairs, and none are added."""
+    offsets = {("python", 1): 1.3, ("python", 4): 1.3}
+    workers = {key: FakeWorker(int(2_000_000 * offsets.get(key, 1.0) / (2 if key[0] == "cpp" else 1)))
+               for key in [(impl, slot) for impl in ("python", "cpp") for slot in range(6)]}
+    settings = types.SimpleNamespace(warmup_rounds=0, rounds=60, count=None, pair_workers=6,
+                                     switches=types.SimpleNamespace(checks=False))
+    measured = measure_paired(("python", "cpp"), "forward", "cpu", None, settings,
+                              lambda impl, device, workload, slot: workers[impl, slot], NoWindows(), lambda impl: None)
+    python = measured.sides["python"]
+    ratio = pairing.pairing_info("python", {impl: side.blocks for impl, side in measured.sides.items()}, {}, 5, None,
+                                 python.block_slots, python.ratio_units())["ratio"]
+    assert ratio["pairs"] == 6 and not ratio["decided"] and measured.rounds == 60

@@ -81,3 +81,13 @@ def test_a_ratio_whose_blocks_share_their_processes_counts_each_pair_of_processe
         held_blocks += blocks.low <= 2.1 <= blocks.high
         held_workers += workers.low <= 2.1 <= workers.high
     assert held_workers >= 0.95 * 1000 and held_blocks < 0.8 * 1000, (held_workers, held_blocks)
+
+
+def test_within_units_takes_out_each_units_offset():
+    """Two units whose ratios sit at 2.0 and 2.6, each exactly: nothing spreads within them (the interval about 1 has
+    no width), though the ratio between the units is undecided; blocks that swing 1× to 3× within a unit are wide."""
+    units = [0, 1] * 6
+    steady = stats.within_units([2.0 if unit == 0 else 2.6 for unit in units], [1.0] * 12, units)
+    assert steady.estimate == steady.low == steady.high == 1.0 and steady.decided
+    swinging = stats.within_units([1.0, 1.0, 3.0, 3.0] * 3, [1.0] * 12, units)
+    assert not swinging.decided

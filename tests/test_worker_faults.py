@@ -240,3 +240,35 @@ def test_a_reply_decodes_to_its_type_nested_records_included_and_nothing_else():
         protocol.decode_reply(protocol.EnsembleReply, {"ns": 1, "cpu_ns": 1, "thread_cpu_ns": 1, "losses": [], "dump": ""})
     with pytest.raises(protocol.ProtocolError, match="lacks losses"):
         protocol.decode_reply(protocol.EnsembleReply, {"ns": 1, "cpu_ns": 1, "thread_cpu_ns": 1})
+
+
+def test_a_world_that_replaces_a_broken_one_says_what_it_replaced():
+    """A data-parallel world whose rank died is replaced on next use, and the replacement says which rank died and
+    how, once (the case that takes it records it), as a pooled worker's does; a world replaced because another key
+    was asked for replaced nothing."""
+    from phasebench.worker.world import WorldPool
+
+    class FakeWorld:
+        def __init__(self, key):
+            self.key, self.broken, self.replaced, self.stopped = key, False, None, False
+            self.name = f"{key[0]} world of {key[2]} on {key[1]}"
+            self.workers = [types.SimpleNamespace(pid=100 + rank, process=types.SimpleNamespace(returncode=None),
+                                                  alive=lambda: True) for rank in range(key[2])]
+
+        def alive(self):
+            return all(worker.alive() for worker in self.workers)
+
+        def stop(self):
+            self.stopped = True
+
+    pool = WorldPool(lambda *key: FakeWorld(key))
+    key = ("cpp", "cpu", 2, None, None)
+    first = pool.get(key)
+    assert pool.take_replaced(first) is None
+    first.workers[1] = types.SimpleNamespace(pid=101, process=types.SimpleNamespace(returncode=-11), alive=lambda: False)
+    second = pool.get(key)
+    assert second is not first
+    assert pool.take_replaced(second) == "cpp world of 2 on cpu rank 1 (pid 101) had died with signal SIGSEGV"
+    assert pool.take_replaced(second) is None
+    other = pool.get(("python", "cpu", 2, None, None))
+    assert second.stopped and pool.take_replaced(other) is None

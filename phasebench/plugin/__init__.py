@@ -20,7 +20,7 @@ import signal
 import pytest
 
 from phasebench import provenance, schema
-from phasebench.plugin.session import COMMIT_ENV, DIRTY_ENV, ORDER_SEED_INPUT, PhasebenchSession
+from phasebench.plugin.session import COMMIT_ENV, DIRTY_ENV, ERRORED, ORDER_SEED_INPUT, PhasebenchSession
 
 pytest_plugins = ["phasebench.plugin.options", "phasebench.plugin.fixtures", "phasebench.plugin.cases",
                   "phasebench.plugin.terminal", "phasebench.plugin.gating", "phasebench.plugin.counting",
@@ -96,6 +96,18 @@ def pytest_runtest_makereport(item, call):
     if report.failed and report.when in ("call", "teardown"):
         _mark_error(item)
     return report
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # around pytest-benchmark's own, which compares and saves
+def pytest_sessionfinish(session):
+    """pytest-benchmark leaves an error benchmark out of its saved file, but still compares it with the baseline and
+    judges it by --benchmark-compare-fail: a failed case could fail, or pass, its gate. Taken out of its session
+    before that, an error is judged by no gate; the run's summary names it (terminal.py)."""
+    bs = getattr(session.config, "_benchmarksession", None)
+    if bs is not None and bs.benchmarks:
+        session.config.stash[ERRORED] = [bench.name for bench in bs.benchmarks if bench and bench.has_error]
+        bs.benchmarks[:] = [bench for bench in bs.benchmarks if not (bench and bench.has_error)]
+    return (yield)
 
 
 def _ignore_sigterm(signum, frame):

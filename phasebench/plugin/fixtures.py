@@ -131,6 +131,15 @@ def library_or_skip(request, settings: PhasebenchSession, impl: str, device: str
     return request.getfixturevalue("cpp_library") if needs_library else None
 
 
+def say_replaced(request, fresh: str, replaced: str) -> None:
+    """A case that runs on a worker or world that replaced a dead one: said on the terminal, and in the case's
+    `worker_replaced` where the test is a benchmark."""
+    terminal_line(request.config)(f"phasebench: {request.node.name} runs on {fresh}: {replaced}")
+    benchmark = request.node.funcargs.get("benchmark")
+    if benchmark is not None:
+        schema.write(benchmark, schema.Case, worker_replaced=replaced)
+
+
 @pytest.fixture
 def worker_for(request, settings, worker_pool, last_user):
     """worker_for(impl, device, workload=the published one, slot=0): the long-lived worker for that case (slot 0, or
@@ -143,11 +152,7 @@ def worker_for(request, settings, worker_pool, last_user):
         worker = worker_pool.get(impl, device, workload, library_or_skip(request, settings, impl, device), slot)
         replaced = worker_pool.take_replaced(worker)
         if replaced:
-            terminal_line(request.config)(f"phasebench: {request.node.name} runs on a fresh {worker.name} "
-                                          f"(pid {worker.pid}): {replaced}")
-            benchmark = request.node.funcargs.get("benchmark")
-            if benchmark is not None:
-                schema.write(benchmark, schema.Case, worker_replaced=replaced)
+            say_replaced(request, f"a fresh {worker.name} (pid {worker.pid})", replaced)
         return worker
 
     yield get
@@ -202,7 +207,11 @@ def world_for(request, settings, world_pool):
 
     def get(impl: str, device: str, size: int, workload: Workload = DEFAULT_WORKLOAD):
         library = library_or_skip(request, settings, impl, device)
-        return world_pool.get((impl, device, size, workload, library))
+        world = world_pool.get((impl, device, size, workload, library))
+        replaced = world_pool.take_replaced(world)
+        if replaced:
+            say_replaced(request, f"a fresh {world.name}", replaced)
+        return world
 
     return get
 

@@ -32,6 +32,7 @@ from phasebench.worker import build
 from phasebench.worker import counting as count_mode
 from phasebench.worker.client import Conditions
 
+ERRORED = pytest.StashKey[list]()  # the error benchmarks taken out of pytest-benchmark's session at its end (names)
 COMMIT_ENV, DIRTY_ENV = "PHASEBENCH_COMMIT", "PHASEBENCH_DIRTY"  # for a copy without git history
 DEFAULT_DATA = ROOT / "data"  # the repository's, wherever pytest is started
 PYTEST_BENCHMARK_STORAGE = "file://./.benchmarks"  # pytest-benchmark's default, relative to where pytest started

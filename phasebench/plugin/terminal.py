@@ -9,7 +9,7 @@ from phasebench import data
 from phasebench.plugin import calibration, switches
 from phasebench.plugin.cases import left_out_line
 from phasebench.plugin.pairing import BLOCK_ROUNDS, block_sizes, why_unpaired
-from phasebench.plugin.session import PhasebenchSession, harness_cores
+from phasebench.plugin.session import ERRORED, PhasebenchSession, harness_cores
 
 
 @pytest.hookimpl(wrapper=True)
@@ -91,7 +91,9 @@ def _write_answer(terminalreporter, config) -> None:
         terminalreporter.section(title, sep="-", bold=True)
         for line in lines:
             terminalreporter.write_line(line)
-    failed = [bench.name for bench in getattr(session, "benchmarks", None) or [] if bench and bench.has_error]
+    # Taken out of pytest-benchmark's session at its end, before it compared them (phasebench/plugin/__init__.py).
+    failed = config.stash.get(ERRORED, []) + [bench.name for bench in getattr(session, "benchmarks", None) or []
+                                              if bench and bench.has_error]
     if failed:  # marked in phasebench/plugin/__init__.py's pytest_runtest_makereport and pytest_runtest_call
         terminalreporter.write_line(f"phasebench: {len(failed)} case(s) failed or cut short, left out of the answer, "
                                     f"the gates and the saved results: {', '.join(failed)}", red=True, bold=True)

@@ -13,7 +13,7 @@ import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 from phasebench.devices import rank_device
-from phasebench.worker.client import Worker, WorkerDied
+from phasebench.worker.client import Worker, WorkerDied, describe_exit
 from phasebench.worker.protocol import DistJoin, DistStore, Request, Start
 
 GRACE_S = 5.0  # after the first rank failed: how much longer than the group's timeout its peers may take
@@ -29,6 +29,7 @@ class World:
         self.device, self.timeout_s, self.size = device, timeout_s, len(spawns)
         self.workers: list[Worker] = []
         self.broken = False
+        self.replaced: str | None = None  # what this world replaced in its pool (WorldPool.get)
         with ThreadPoolExecutor(self.size) as pool:
             futures = [pool.submit(spawn) for spawn in spawns]
         self.workers = [future.result() for future in futures if future.exception() is None]
@@ -118,9 +119,17 @@ class World:
         self.broken = True
 
 
+def why_replaced(world: World) -> str:
+    """What a world that is replaced had gone through: a failed request, or the ranks that had died and how."""
+    dead = [f"rank {rank} (pid {worker.pid}) had died with {describe_exit(worker.process.returncode)}"
+            for rank, worker in enumerate(world.workers) if not worker.alive() and worker.process.returncode is not None]
+    return f"{world.name} " + ("; ".join(dead) if dead else "had failed a request and was not used again")
+
+
 class WorldPool:
     """One world at a time, per (implementation, device, world size, workload): a new key stops the old world (each
-    rank holds a model and the split), and a broken world is replaced on next use."""
+    rank holds a model and the split), and a broken world is replaced on next use; the replacement says what it
+    replaced in `replaced` until a case takes it (take_replaced), as WorkerPool's do."""
 
     def __init__(self, make_world):
         self.make_world = make_world
@@ -128,11 +137,21 @@ class WorldPool:
         self.lock = threading.Lock()
 
     def get(self, key) -> World:
+        dead = None
+        if self.world is not None and self.key == key and not self.world.alive():
+            dead = why_replaced(self.world)
         if self.world is not None and (self.key != key or not self.world.alive()):
             self.release()
         if self.world is None:
             self.world, self.key = self.make_world(*key), key
+            self.world.replaced = dead
         return self.world
+
+    @staticmethod
+    def take_replaced(world: World) -> str | None:
+        """What the world replaced, once (WorkerPool.take_replaced)."""
+        replaced, world.replaced = getattr(world, "replaced", None), None
+        return replaced
 
     def release(self) -> None:
         world, self.world, self.key = self.world, None, None
