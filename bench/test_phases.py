@@ -27,8 +27,10 @@ from phasebench.plugin.pairing import (
     BLOCK_ROUNDS,
     block_schedule,
     block_sizes,
+    pair_worker_count,
     pairing_info,
     sibling_nodeid,
+    sweep_slot,
     why_unpaired,
 )
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
@@ -228,10 +230,10 @@ def measure_paired(group, phase, device, workload, settings, worker_for, utiliza
     """Every implementation of the group, side by side in time: their warm-up calls in turn, in each of their
     workers, then their counted rounds in blocks of BLOCK_ROUNDS in the balanced sequence
     (phasebench/plugin/pairing.py), each block a call count of rounds times calls per round. Each side has
-    --pair-workers long-lived workers (at most one a sweep); sweep s runs in each side's worker s modulo their number,
-    so that the interval's draws are pairs of processes, not blocks of one process."""
+    --pair-workers long-lived workers (pair_worker_count); sweeps run two by two in each side's next worker
+    (sweep_slot), so that the interval's draws are pairs of processes, not blocks of one process."""
     sizes = block_sizes(settings.rounds, BLOCK_ROUNDS)
-    slots = range(max(1, min(settings.pair_workers, len(sizes))))
+    slots = range(pair_worker_count(settings.pair_workers, len(sizes)))
     sides, unpaired = {}, {}
     for impl in group:
         try:
@@ -254,7 +256,7 @@ def measure_paired(group, phase, device, workload, settings, worker_for, utiliza
     def sweep_blocks(sweeps: range) -> None:
         for sweep, impl in block_schedule(tuple(sides), sweeps.stop)[len(sides) * sweeps.start:]:
             side = sides[impl]
-            slot = sweep % len(side.workers)
+            slot = sweep_slot(sweep, len(side.workers))
             worker = side.workers[slot]
             side.records.open(worker)  # once per worker, before its first counted round
             side.fitness.begin(worker.pid)
@@ -290,7 +292,9 @@ def undecided_pairs(sides: dict) -> list[str]:
         ratio = paired_ratio(side.blocks, sides[partner].blocks, side.ratio_units())
         if ratio.low is None or ratio.decided:
             continue
-        if side.ratio_units() is None or not within_units(side.blocks, sides[partner].blocks, side.block_slots).decided:
+        spread = None if side.ratio_units() is None else within_units(side.blocks, sides[partner].blocks,
+                                                                      side.block_slots)
+        if spread is None or not spread.decided:
             undecided.append(impl)
     return undecided
 

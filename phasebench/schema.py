@@ -327,6 +327,8 @@ class MachineInfo(Record):
     rounds: int | None = saved_field("count", "counted rounds per phase benchmark (`--rounds`)")
     warmup_rounds: int | None = saved_field("count", "warm-up rounds per phase benchmark (`--warmup-rounds`)")
     processes: int | None = saved_field("count", "worker processes per phase case (`--processes`)")
+    pair_workers: int | None = saved_field("count", "long-lived workers a side that a paired phase's sweeps run in "
+                                                   "(`--pair-workers`)")
     order_seed: int | None = saved_field("count", "the seed of each phase's run order (`--order-seed` runs the cases "
                                                   "in it again)")
     testing: dict | None = saved_field("object", "the test knobs a testing run used; null in a real run")

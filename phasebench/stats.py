@@ -45,9 +45,9 @@ def _rank(n: int, confidence: float) -> int:
 
 @dataclass(frozen=True)
 class RatioInterval:
-    """One side's time over another's, from n pairs of blocks measured side by side in time: the estimate is the
-    median of the pairs' ratios, and its interval the rank interval of that median (None where the pairs are too
-    few for it)."""
+    """One side's time over another's, from n pairs measured side by side in time (pairs of workers, each the median
+    of its blocks' ratios, or pairs of blocks or of fresh workers' runs): the estimate is the median of the pairs'
+    ratios, and its interval the rank interval of that median (None where the pairs are too few for it)."""
 
     estimate: float
     low: float | None
@@ -106,17 +106,18 @@ def paired_ratio(sides: list[float], references: list[float], units: list | None
     return RatioInterval(math.exp(statistics.median(logs)), low, high, len(logs), confidence)
 
 
-def within_units(sides: list[float], references: list[float], units: list) -> RatioInterval:
+def within_units(sides: list[float], references: list[float], units: list) -> RatioInterval | None:
     """The pairs' ratios with each unit's own offset taken out (each divided by its unit's median ratio), as one
     interval about 1: how far the pairs of one unit spread, which more pairs of that unit can narrow, where the
-    spread between units (paired_ratio's, with the units) is what more pairs cannot."""
+    spread between units (paired_ratio's, with the units) is what more pairs cannot. Only units of two pairs or more
+    say how their pairs spread; None where no unit has two."""
     logs = [math.log(a / b) for a, b in zip(sides, references)]
     by_unit: dict = {}
     for unit, log in zip(units, logs):
         by_unit.setdefault(unit, []).append(log)
-    offsets = {unit: statistics.median(unit_logs) for unit, unit_logs in by_unit.items()}
-    centred = [math.exp(log - offsets[unit]) for unit, log in zip(units, logs)]
-    return paired_ratio(centred, [1.0] * len(centred))
+    centred = [math.exp(log - statistics.median(unit_logs))
+               for unit_logs in by_unit.values() if len(unit_logs) >= 2 for log in unit_logs]
+    return paired_ratio(centred, [1.0] * len(centred)) if centred else None
 
 
 # -- a head against its base across paired runs -------------------------------------------------------------

@@ -131,35 +131,49 @@ def test_an_undecided_ratio_gets_more_blocks_up_to_as_many_again():
     assert measured.rounds == 30
 
 
-def test_the_sweeps_rotate_through_each_sides_workers_and_the_interval_counts_worker_pairs():
-    """--pair-workers 3 over 6 sweeps: every worker warms up, sweep s runs in each side's worker s % 3, and the ratio's
-    draws are the 3 pairs of workers (too few for an interval), not the 6 pairs of blocks; a worker pair whose
-    processes sit 30 % apart moves one draw, not every block of the run. With more workers than sweeps, one a sweep."""
-    offsets = {("python", 0): 1.0, ("python", 1): 1.3, ("python", 2): 1.0}
+def test_the_sweeps_run_two_by_two_in_each_sides_workers_and_the_interval_counts_worker_pairs():
+    """12 sweeps over 6 workers a side: every worker warms up, sweeps run two by two in each side's next worker (so
+    each pair of workers runs both orders), and the ratio's draws are the 6 pairs of workers, not the 12 pairs of
+    blocks: two pairs of workers whose Python process sits 30 % slower move two draws of six. Too few sweeps for 6
+    pairs of workers: one worker a side, whose block pairs are the draws, and the ratio says what that leaves out."""
+    offsets = {("python", 1): 1.3, ("python", 4): 1.3}
     workers = {key: FakeWorker(int(2_000_000 * offsets.get(key, 1.0) / (2 if key[0] == "cpp" else 1)))
-               for key in [(impl, slot) for impl in ("python", "cpp") for slot in range(3)]}
-    settings = types.SimpleNamespace(warmup_rounds=2, rounds=30, count=None, pair_workers=3,
+               for key in [(impl, slot) for impl in ("python", "cpp") for slot in range(6)]}
+    settings = types.SimpleNamespace(warmup_rounds=2, rounds=60, count=None, pair_workers=6,
                                      switches=types.SimpleNamespace(checks=False))
     measured = measure_paired(("python", "cpp"), "forward", "cpu", None, settings,
                               lambda impl, device, workload, slot: workers[impl, slot], NoWindows(), lambda impl: None)
     python = measured.sides["python"]
-    assert python.block_slots == [0, 1, 2, 0, 1, 2] and python.workers == [workers["python", s] for s in range(3)]
+    assert python.block_slots == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    assert python.workers == [workers["python", s] for s in range(6)]
     assert all(worker.calls == 2 + 2 * 5 for worker in workers.values())  # each: its warm-up, then 2 blocks of 5
-    assert [w for w, _, _ in python.taken[:5]] == [workers["python", 0]] * 5
+    assert [w for w, _, _ in python.taken[:10]] == [workers["python", 0]] * 10
     info = pairing.pairing_info("python", {impl: side.blocks for impl, side in measured.sides.items()},
                                 measured.unpaired, 5, python.leaves_out(), python.block_slots, python.ratio_units())
-    assert info["block_workers"] == [0, 1, 2, 0, 1, 2]
-    assert info["ratio"]["pairs"] == 3 and info["ratio"]["low"] is None and info["ratio"]["leaves_out"] is None
-    assert info["ratio"]["estimate"] == pytest.approx(2.0)  # the median of the worker pairs' 2.0, 2.6, 2.0
-    settings.rounds = 10  # 2 sweeps: 2 workers a side
+    assert info["block_workers"] == python.block_slots
+    assert info["ratio"]["pairs"] == 6 and info["ratio"]["leaves_out"] is None
+    assert (info["ratio"]["low"], info["ratio"]["high"]) == (pytest.approx(2.0), pytest.approx(2.6))
+    settings.rounds = 30  # 6 sweeps: 3 pairs of workers would hold no interval
     measured = measure_paired(("python", "cpp"), "forward", "cpu", None, settings,
                               lambda impl, device, workload, slot: workers[impl, slot], NoWindows(), lambda impl: None)
-    assert measured.sides["cpp"].block_slots == [0, 1] and len(measured.sides["cpp"].workers) == 2
+    cpp = measured.sides["cpp"]
+    assert cpp.block_slots == [0] * 6 and len(cpp.workers) == 1 and cpp.leaves_out() is not None
+
+
+def test_each_pair_of_workers_runs_both_orders():
+    """The balanced sequence flips the order every sweep; sweeps two by two in a slot give each slot one of each."""
+    order = ("python", "cpp")
+    schedule = pairing.block_schedule(order, 12)
+    for slot in range(6):
+        firsts = [impl for sweep, impl in schedule[::2] if pairing.sweep_slot(sweep, 6) == slot]
+        assert sorted(firsts) == ["cpp", "python"], (slot, firsts)
+    assert [pairing.pair_worker_count(6, sweeps) for sweeps in (1, 6, 11, 12, 20, 40)] == [1, 1, 1, 6, 6, 6]
 
 
 def test_a_ratio_undecided_between_pairs_of_processes_gets_no_more_blocks():
-    """Three pairs of workers whose ratios sit at 2.0, 2.6 and 2.0, each with steady blocks: the blocks agree within
-    each pair of workers, so more of them could not narrow the interval between the pairs, and none are added."""
+    """Six pairs of workers, two of whose ratios sit at 2.6 and the others at 2.0, each with steady blocks: the blocks
+    agree within each pair of workers, so more of them could not narrow the interval between the pairs, and none are
+    added."""
     offsets = {("python", 1): 1.3, ("python", 4): 1.3}
     workers = {key: FakeWorker(int(2_000_000 * offsets.get(key, 1.0) / (2 if key[0] == "cpp" else 1)))
                for key in [(impl, slot) for impl in ("python", "cpp") for slot in range(6)]}

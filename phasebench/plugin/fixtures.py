@@ -9,6 +9,7 @@ import pytest
 
 from phasebench import registry, schema
 from phasebench.plugin import calibration
+from phasebench.plugin.pairing import PAIRED_WITH
 from phasebench.plugin.session import PhasebenchSession
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload
@@ -91,7 +92,16 @@ def pool_key(item) -> tuple | None:
 
 
 def last_users(items) -> dict:
-    return {key: item for item in items if (key := pool_key(item)) is not None}
+    """{pooled worker's key: the last item that asks for it}: a paired case asks for its whole group's workers, its
+    partners' that were not selected too (phasebench/plugin/pairing.py)."""
+    last = {}
+    for item in items:
+        key = pool_key(item)
+        if key is None:
+            continue
+        for impl in dict.fromkeys((key[0],) + item.stash.get(PAIRED_WITH, ())):
+            last[(impl,) + key[1:]] = item
+    return last
 
 
 @pytest.fixture(scope="session")

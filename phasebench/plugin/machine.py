@@ -186,7 +186,7 @@ def machine_info(settings, probed: bool) -> dict:
         dataset_path=settings.source.raw_dir if settings.source else None,
         dataset_origin=settings.source.origin if settings.source else None,
         rounds=settings.rounds, warmup_rounds=settings.warmup_rounds, processes=settings.processes,
-        order_seed=settings.order_seed,
+        pair_workers=settings.pair_workers, order_seed=settings.order_seed,
         # What a cuda phase does depends on them, so results of different settings are kept apart
         # (phasebench/results.py switched).
         cublas_workspace_config=os.environ.get("CUBLAS_WORKSPACE_CONFIG"),

@@ -27,6 +27,7 @@ BLOCK_ROUNDS = 5  # counted rounds in a block of a paired phase (a training run'
 # Long-lived workers a side that a paired phase's sweeps rotate through (--pair-workers): the fewest worker pairs whose
 # median ratio has a 95 % interval, so that the interval holds the spread between processes.
 PAIR_WORKERS = 6
+MIN_PAIRS = 6  # the fewest pairs whose median has a 95 % rank interval (phasebench/stats.py)
 PAIRED_WITH = pytest.StashKey[tuple[str, ...]]()  # a paired case's group: its implementations in the first sweep's order
 
 
@@ -95,6 +96,20 @@ def pair_groups(items, impls: tuple[str, ...], seed: int) -> None:
 def block_schedule(order: tuple[str, ...], sweeps: int) -> list[tuple[int, str]]:
     """(sweep, implementation) for each block: the order, then the order reversed, alternately."""
     return [(sweep, impl) for sweep in range(sweeps) for impl in (order if sweep % 2 == 0 else order[::-1])]
+
+
+def pair_worker_count(asked: int, sweeps: int) -> int:
+    """Workers a side for a paired phase of `sweeps` sweeps: as many as asked, at most one per two sweeps (each pair
+    of workers runs both orders), and one where that gives too few pairs of workers for an interval (its block pairs
+    are then the draws, and the ratio says what it leaves out)."""
+    count = min(asked, sweeps // 2)
+    return count if count >= MIN_PAIRS else 1
+
+
+def sweep_slot(sweep: int, workers: int) -> int:
+    """The worker slot of a sweep: sweeps two by two in each slot in turn, so that every pair of workers runs one sweep
+    in each order (A B, then B A) and the order never goes with a process."""
+    return (sweep // 2) % workers
 
 
 def block_sizes(rounds: int, block_rounds: int) -> list[int]:

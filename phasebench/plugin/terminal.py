@@ -8,7 +8,7 @@ import pytest
 from phasebench import data
 from phasebench.plugin import calibration, switches
 from phasebench.plugin.cases import left_out_line
-from phasebench.plugin.pairing import BLOCK_ROUNDS, block_sizes, why_unpaired
+from phasebench.plugin.pairing import BLOCK_ROUNDS, block_sizes, pair_worker_count, why_unpaired
 from phasebench.plugin.session import ERRORED, PhasebenchSession, harness_cores
 
 
@@ -30,9 +30,10 @@ def pytest_report_header(config):
              f"compared case: its baseline's)")
     seed_source = ", the baseline's" if settings.order_seed_from == "baseline" else ""
     sweeps = len(block_sizes(settings.rounds, BLOCK_ROUNDS))
-    workers = min(settings.pair_workers, sweeps)
+    workers = pair_worker_count(settings.pair_workers, sweeps)
     order = (f"each phase's implementations side by side in time, in alternating blocks of {BLOCK_ROUNDS} rounds "
-             f"(A B B A …), {sweeps} sweep(s) through {workers} worker(s) a side in turn (--pair-workers), the first "
+             f"(A B B A …), {sweeps} sweep(s) two by two through {workers} worker(s) a side (--pair-workers; the "
+             f"warm-up calls in each), up to twice as many where more can narrow an undecided ratio, the first "
              f"drawn from seed {settings.order_seed}" if not unpaired else
              f"each phase's implementations one after the other (unpaired: {unpaired}), in a random order, seed "
              f"{settings.order_seed}")

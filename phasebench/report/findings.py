@@ -217,9 +217,13 @@ def answer(result: SavedResult) -> list[tuple[str, list[str]]]:
                                     + _ratio_cells(values, pairs, paired=paired, label=label, undecided=undecided))
                 lines += ([""] if lines else []) + _aligned(
                     ["training run: " + "; ".join(shapes)] + [f"{impl} (s)" for impl in pair] + ratio_header, rows)
-            if any(saved_ratio(bench) for key, bench in cases.items() if key[2:] == (device, workload_id)):
-                lines += ["", "Each ratio: the median of its pairs of workers' blocks measured side by side, with its "
-                              "95 % interval (docs/method.md#every-ratio-with-its-interval)."]
+            here = [bench for key, bench in cases.items() if key[2:] == (device, workload_id) and saved_ratio(bench)]
+            if here:
+                # Results measured with each side's blocks in one worker (method 7, --pair-workers 1) say so.
+                draws = ("pairs of workers' blocks" if any(getattr(bench.info, "block_workers", None) for bench in here)
+                         else "pairs of blocks")
+                lines += ["", f"Each ratio: the median of its {draws} measured side by side, with its 95 % "
+                              "interval (docs/method.md#every-ratio-with-its-interval)."]
             lines += undecided_lines(undecided) + unfit_lines(cases, device, workload_id)
             others = [] if counted else _every_implementation(cases, device, workload_id, present, tuple(pair))
             if others:
