@@ -181,8 +181,8 @@ def chart(path: Path, result: SavedResult, title: str) -> dict:
     caption = ("bars: median; error bars: interquartile range of the rounds; above a pair: Python / C++, "
                "below 1 (green) Python is faster")
     if any(kind == "ratios" for _, kind in panels):
-        caption += ("\nwhere paired in time, Python / C++ is the median of the paired ratios (of workers' blocks, "
-                    "or of blocks) with its 95 % interval; the ratio panel draws it as error bars")
+        caption += ("\nwhere paired in time, Python / C++ is the median of its paired ratios with its 95 % interval "
+                    "(the ratio panel's error bars)")
     if left_out:
         caption += "\n" + "; ".join(left_out)
     drawn["caption"] = caption

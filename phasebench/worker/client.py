@@ -327,10 +327,11 @@ class StartFailed(RuntimeError):
 
 class WorkerPool:
     """Long-lived workers, one per (implementation, device, workload), and more of a key where a paired phase asks for
-    another slot (bench/test_phases.py measure_paired); a dead one is replaced on next use, and the
-    replacement says so in `replaced` until a case takes it (take_replaced). A start that fails is remembered: later
-    asks for that worker raise StartFailed with its message, without a new process (a start that fails once fails
-    the same way again, after seconds of imports each time)."""
+    another slot (bench/test_phases.py measure_paired); a dead one is replaced on next use, and the replacement says
+    so in `replaced` until a case takes it (take_replaced). A start that fails is remembered for its key, whatever the
+    slot (every slot's worker starts with the same options): later asks for that key raise StartFailed with its
+    message, without a new process (a start that fails once fails the same way again, after seconds of imports each
+    time)."""
 
     def __init__(self, make_worker):
         self.make_worker = make_worker  # (impl, device, workload, library, slot) -> Worker
