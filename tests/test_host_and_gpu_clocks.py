@@ -174,7 +174,8 @@ def test_results_saved_without_them_load_and_report(pack, path, capsys, tmp_path
 
 def test_machine_info_records_the_cuda_settings(monkeypatch):
     settings = types.SimpleNamespace(cuda_reason="no GPU here", threads=2, impls=["python"], workloads=[],
-                                     source=None, rounds=5, warmup_rounds=1, processes=1, order_seed=None)
+                                     source=None, rounds=5, warmup_rounds=1, processes=1, pair_workers=6,
+                                     order_seed=None)
     monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     info = machine.machine_info(settings, probed=False)

@@ -131,18 +131,25 @@ def test_an_undecided_ratio_gets_more_blocks_up_to_as_many_again():
     assert measured.rounds == 30
 
 
+def measured_in_six_pairs_of_workers(warmup_rounds: int):
+    """forward measured over 60 rounds in six fake workers a side, each steady: C++'s calls 1 ms, Python's 2 ms, but
+    2.6 ms in its workers of slots 1 and 4 (two pairs of processes 30 % apart). (workers, settings, measured)."""
+    offsets = {("python", 1): 1.3, ("python", 4): 1.3}
+    workers = {key: FakeWorker(int(2_000_000 * offsets.get(key, 1.0) / (2 if key[0] == "cpp" else 1)))
+               for key in [(impl, slot) for impl in ("python", "cpp") for slot in range(6)]}
+    settings = types.SimpleNamespace(warmup_rounds=warmup_rounds, rounds=60, count=None, pair_workers=6,
+                                     switches=types.SimpleNamespace(checks=False))
+    measured = measure_paired(("python", "cpp"), "forward", "cpu", None, settings,
+                              lambda impl, device, workload, slot: workers[impl, slot], NoWindows(), lambda impl: None)
+    return workers, settings, measured
+
+
 def test_the_sweeps_run_two_by_two_in_each_sides_workers_and_the_interval_counts_worker_pairs():
     """12 sweeps over 6 workers a side: every worker warms up, sweeps run two by two in each side's next worker (so
     each pair of workers runs both orders), and the ratio's draws are the 6 pairs of workers, not the 12 pairs of
     blocks: two pairs of workers whose Python process sits 30 % slower move two draws of six. Too few sweeps for 6
     pairs of workers: one worker a side, whose block pairs are the draws, and the ratio says what that leaves out."""
-    offsets = {("python", 1): 1.3, ("python", 4): 1.3}
-    workers = {key: FakeWorker(int(2_000_000 * offsets.get(key, 1.0) / (2 if key[0] == "cpp" else 1)))
-               for key in [(impl, slot) for impl in ("python", "cpp") for slot in range(6)]}
-    settings = types.SimpleNamespace(warmup_rounds=2, rounds=60, count=None, pair_workers=6,
-                                     switches=types.SimpleNamespace(checks=False))
-    measured = measure_paired(("python", "cpp"), "forward", "cpu", None, settings,
-                              lambda impl, device, workload, slot: workers[impl, slot], NoWindows(), lambda impl: None)
+    workers, settings, measured = measured_in_six_pairs_of_workers(warmup_rounds=2)
     python = measured.sides["python"]
     assert python.block_slots == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
     assert python.workers == [workers["python", s] for s in range(6)]
@@ -174,13 +181,7 @@ def test_a_ratio_undecided_between_pairs_of_processes_gets_no_more_blocks():
     """Six pairs of workers, two of whose ratios sit at 2.6 and the others at 2.0, each with steady blocks: the blocks
     agree within each pair of workers, so more of them could not narrow the interval between the pairs, and none are
     added."""
-    offsets = {("python", 1): 1.3, ("python", 4): 1.3}
-    workers = {key: FakeWorker(int(2_000_000 * offsets.get(key, 1.0) / (2 if key[0] == "cpp" else 1)))
-               for key in [(impl, slot) for impl in ("python", "cpp") for slot in range(6)]}
-    settings = types.SimpleNamespace(warmup_rounds=0, rounds=60, count=None, pair_workers=6,
-                                     switches=types.SimpleNamespace(checks=False))
-    measured = measure_paired(("python", "cpp"), "forward", "cpu", None, settings,
-                              lambda impl, device, workload, slot: workers[impl, slot], NoWindows(), lambda impl: None)
+    _, _, measured = measured_in_six_pairs_of_workers(warmup_rounds=0)
     python = measured.sides["python"]
     ratio = pairing.pairing_info("python", {impl: side.blocks for impl, side in measured.sides.items()}, {}, 5, None,
                                  python.block_slots, python.ratio_units())["ratio"]

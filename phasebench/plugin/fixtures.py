@@ -99,7 +99,8 @@ def last_users(items) -> dict:
         key = pool_key(item)
         if key is None:
             continue
-        for impl in dict.fromkeys((key[0],) + item.stash.get(PAIRED_WITH, ())):
+        stash = getattr(item, "stash", None)
+        for impl in dict.fromkeys((key[0],) + (stash.get(PAIRED_WITH, ()) if stash is not None else ())):
             last[(impl,) + key[1:]] = item
     return last
 
