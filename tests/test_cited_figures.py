@@ -20,8 +20,9 @@ from functools import cache
 from pathlib import Path
 
 from phasebench.repository import ROOT
+from tests import docs_text
 
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+PAGES = docs_text.pages(ROOT)
 CITED = re.compile(r"(?:\.\./)?(results/[\w./-]+?\.(?:md|txt|log|json))(?![\w/])")
 FIGURE = re.compile(r"(?<![\w.,])(\d+(?:\.\d+)?)(?:\s?[–-]\s?(\d+(?:\.\d+)?))?\s?(×|%|ms|µs|s|GB|MB|GiB)(?![\w])")
 NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e-?\d+)?")

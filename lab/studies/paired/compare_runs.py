@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lab.studies.paired.run_files import load_and_wall, runs_json_option
+from lab.studies.paired.run_files import load_and_wall, study_arguments
 from phasebench.saved import SavedResult
 
 RATIOS = ("training_run", "forward", "backward", "train_step", "param_update", "data_loading")
@@ -52,11 +52,10 @@ def run_figures(folder: Path, path: Path, result: SavedResult) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    runs_json, argv = runs_json_option(argv)
-    if len(argv) != 1:
-        print(__doc__, file=sys.stderr)
+    arguments = study_arguments(argv, __doc__)
+    if arguments is None:
         return 2
-    folder = Path(argv[0])
+    runs_json, folder = arguments
     runs = {side: [(path, SavedResult.load(path)) for path in sorted(folder.glob(f"{side}-*.json"),
                                                                         key=lambda p: int(p.stem.split("-")[1]))]
             for side in ("old", "new")}

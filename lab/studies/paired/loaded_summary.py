@@ -13,21 +13,18 @@ from __future__ import annotations
 import itertools
 import json
 import sys
-from pathlib import Path
 
-from lab.studies.paired.run_files import load_and_wall, runs_json_option
+from lab.studies.paired.compare_runs import RATIOS
+from lab.studies.paired.run_files import load_and_wall, study_arguments
 from phasebench.report.cases import paired_direction
 from phasebench.saved import SavedResult
 
-RATIOS = ("training_run", "forward", "backward", "train_step", "param_update", "data_loading")
-
 
 def main(argv: list[str]) -> int:
-    runs_json, argv = runs_json_option(argv)
-    if len(argv) != 1:
-        print(__doc__, file=sys.stderr)
+    arguments = study_arguments(argv, __doc__)
+    if arguments is None:
         return 2
-    folder = Path(argv[0])
+    runs_json, folder = arguments
     runs = [(path.stem, SavedResult.load(path)) for path in sorted(folder.glob("loaded-*.json"))]
     lines = ["| ratio | " + " | ".join(name for name, _ in runs) + " | decided intervals overlap | unfit marks |",
              "|---|" + "---|" * len(runs) + "---|---:|"]

@@ -4,6 +4,7 @@ before and after, its wall time), as lab/studies/paired/*.sh write them."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 
@@ -13,6 +14,16 @@ def runs_json_option(argv: list[str]) -> tuple[Path | None, list[str]]:
         return None, argv
     at = argv.index("--runs-json")
     return Path(argv[at + 1]), argv[:at] + argv[at + 2:]
+
+
+def study_arguments(argv: list[str], usage: str) -> tuple[Path | None, Path] | None:
+    """(--runs-json FILE or None, the study's folder) of a summary's command line; None, with its usage printed,
+    where it names no one folder."""
+    runs_json, argv = runs_json_option(argv)
+    if len(argv) != 1:
+        print(usage, file=sys.stderr)
+        return None
+    return runs_json, Path(argv[0])
 
 
 def load_and_wall(folder: Path, name: str) -> tuple[list[float], float | None]:
