@@ -41,6 +41,8 @@ LAB_NOT_SAVED_RESULTS = {
     ("studies/interventions.py", "load_schedule"): "the study's schedule.json",
     ("studies/interventions.py", "logged"): "the study's runs.jsonl",
     ("studies/ndebug/compare.py", "*"): "a child process's line of phase times",
+    ("studies/paired/run_pairs.py", "read_kept"): "the training-run rounds it kept (run-pairs.json)",
+    ("studies/paired/forward_drift.py", "read_kept"): "the figures it kept (forward-drift.json)",
 }
 # JSON parsed by hand in a script's embedded Python (or by jq).
 HAND_PARSED = re.compile(r"\bjson\.loads?\(|\bfrom json import\b|\bjq\b")

@@ -34,6 +34,8 @@ def test_a_ratio_reads_as_a_factor_of_at_least_one_with_its_interval():
     assert paired_direction(wide) == "undecided"
     assert undecided_lines({"forward": wide}) == [
         "undecided: forward: its 95% interval spans ±45% (its pairs' median 1.30× slower)"]
+    assert undecided_lines({"Total Time": wide | {"statistic": "mean"}}) == [
+        "undecided: Total Time: its 95% interval spans ±45% (its pairs' geometric mean 1.30× slower)"]
 
 
 def test_a_share_of_the_gap_stays_within_its_bounds_or_says_the_phases_moved_apart():

@@ -50,7 +50,7 @@ def test_a_changed_help_text_makes_the_options_page_stale():
     found = stale({OPTIONS_PAGE: lambda: options.page(options.options(parser))})
     assert OPTIONS_PAGE in found
     changed = diff(OPTIONS_PAGE, found[OPTIONS_PAGE])
-    assert "+rounds of each training_run, changed (default: 6)" in changed, changed
+    assert "+rounds of each training_run, changed (default: 4)" in changed, changed
 
 
 def test_check_exits_1_for_a_stale_page(tmp_path):

@@ -152,7 +152,8 @@ def paired_direction(ratio: dict) -> str:
 def undecided_lines(undecided: dict[str, dict]) -> list[str]:
     """{row label: its saved ratio} of the undecided ratios of a table, a line each saying why."""
     return [f"{UNDECIDED}: {label}: {ratio['undecided']}"
-            + (f" (its pairs' median {direction(ratio['estimate'])})" if ratio.get("estimate") else "")
+            + (f" (its pairs' {'geometric mean' if ratio.get('statistic') == 'mean' else 'median'} "
+               f"{direction(ratio['estimate'])})" if ratio.get("estimate") else "")
             for label, ratio in undecided.items()]
 
 

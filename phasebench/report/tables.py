@@ -35,6 +35,7 @@ from phasebench.report.cases import (
 )
 from phasebench.results import ratio_pairs
 from phasebench.saved import SavedResult
+from phasebench.stats import MEAN
 
 COLUMN_NAMES = {"python": "Python", "cpp": "CPP"}  # the published table's spelling
 
@@ -82,8 +83,10 @@ def run_table(cases: dict, device: str, method: int = METHOD_VERSION) -> Table:
     paired |= {phase.label: saved_ratio(python_run, phase.name) for phase in RUN_PHASES}
     if any(paired.values()):
         table.title = table.title.replace("median of", "paired in time, median of")
-        table.notes.append("Python / CPP: the median of the pairs of rounds' ratios with its 95 % interval where the "
-                           "rounds were paired (docs/method.md#every-ratio-with-its-interval)")
+        statistic = ("geometric mean" if any(ratio.get("statistic") == MEAN for ratio in paired.values() if ratio)
+                     else "median")
+        table.notes.append(f"Python / CPP: the {statistic} of the pairs of rounds' ratios with its 95 % interval where "
+                           "the rounds were paired (docs/method.md#every-ratio-with-its-interval)")
     if method >= 2:  # the benchmark's own time is the program's, measured in the worker
         lines = [("Total Time", {impl: bench.median for impl, bench in runs.items()})]
         process_total = line("Process Total (spawn to exit)", lambda info: info.total_median_s)

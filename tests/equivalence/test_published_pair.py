@@ -1,5 +1,6 @@
 """The published pair, python and cpp, train the same model: the same threads, network, weights and batches, 100
-steps with dropout off and on, a whole epoch, and another workload (tests/equivalence/__init__.py)."""
+steps with dropout off and on, and another workload (tests/equivalence/__init__.py); a whole epoch, a long check:
+tests/equivalence/long_one_epoch.py."""
 
 from __future__ import annotations
 
@@ -9,14 +10,11 @@ import pytest
 from phasebench.worker import protocol
 from phasebench.worker.client import WorkerError
 from tests.equivalence.pairs import (
-    EPOCH_BATCHES,
-    EPOCH_TIMEOUT_S,
     IMPLEMENTATIONS,
     OTHER_WORKLOAD,
     PARAM_COUNT,
     POOL_GROUP,
     PUBLISHED_DROPOUT,
-    assert_bit_identical,
     assert_same_batches,
     assert_same_training,
     bit_differences,
@@ -103,33 +101,6 @@ def test_same_training_on_cuda(settings, cpp_library, tmp_path, dropout):
     workers of its own on the GPU; it skips without one."""
     with worker_pair(settings, cpp_library, tmp_path, dropout, device="cuda") as pair:
         assert_same_training(pair, f"dropout {dropout}, on cuda, deterministic numerics")
-
-
-def test_same_one_epoch_run(settings, cpp_library, tmp_path):
-    """The published run itself, a whole epoch in both languages, ends in bit-identical weights and accuracy.
-    Why it cannot be cheaper (about 30 s here): the short runs of the other tests stop before the epoch's short
-    last batch, its log lines and the evaluation; only a whole epoch proves that train() walks the epoch as the
-    published programs do, to the bit. Two workers of its own, started for it: it borrows nothing of the pool."""
-    with worker_pair(settings, cpp_library, tmp_path, PUBLISHED_DROPOUT) as pair:
-        layout = pair.python.request(protocol.Layout()).layout
-        # train() starts the published run by building a new model from the generator, so set_params
-        # cannot choose its weights. Seed 1 draws the same weights in both, and in fresh workers both
-        # generators are in step: check it on the model built at start and on one train() builds.
-        assert_bit_identical(layout, pair.initial, get_params(pair.cpp), "seed-1 initial weights")
-        pair.ask_both(protocol.Train(epochs=0, synchronize=True))
-        assert_bit_identical(layout, get_params(pair.python), get_params(pair.cpp),
-                             "weights train() starts from")
-
-        runs = pair.ask_both(protocol.Train(epochs=1, synchronize=True), timeout=EPOCH_TIMEOUT_S)
-        steps = {impl: run.steps for impl, run in runs.items()}
-        assert steps == {impl: EPOCH_BATCHES for impl in IMPLEMENTATIONS}, f"steps in one epoch: {steps}"
-        assert_bit_identical(layout, get_params(pair.python), get_params(pair.cpp),
-                             f"weights after one epoch with dropout {PUBLISHED_DROPOUT}")
-        results = pair.ask_both(protocol.Evaluate())
-        accuracy = {impl: result.accuracy for impl, result in results.items()}
-        assert accuracy["python"] == accuracy["cpp"], (
-            f"test accuracy after one epoch from the same weights: python {accuracy['python']:.2f} %, "
-            f"cpp {accuracy['cpp']:.2f} %")
 
 
 @pooled

@@ -15,6 +15,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from phasebench.saved import SavedResult
 from phasebench.stats import MEAN, MEDIAN, paired_ratio
 
 FIRST = 4  # the pairs the t interval takes: the default run's --run-rounds
@@ -22,9 +23,13 @@ FIRST = 4  # the pairs the t interval takes: the default run's --run-rounds
 
 def run_rounds(path: Path) -> dict:
     """{impl: each round's Total Time, s} of a saved run's training-run cases, in the order measured."""
-    saved = json.loads(path.read_text())
-    return {bench["extra_info"]["implementation"]: bench["extra_info"]["block_medians_s"]
-            for bench in saved["benchmarks"] if bench["name"].startswith("test_training_run[")}
+    return {case.info.implementation: case.info.block_medians_s for case in SavedResult.load(path).benchmarks
+            if case.name.startswith("test_training_run[")}
+
+
+def read_kept(path: Path) -> dict:
+    """The rounds --runs-json kept: {run: {impl: Total Time per round}}."""
+    return json.loads(path.read_text())
 
 
 def table(runs: dict[str, dict]) -> str:
@@ -53,7 +58,7 @@ def table(runs: dict[str, dict]) -> str:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--from"] and len(argv) == 2:
-        runs = json.loads(Path(argv[1]).read_text())
+        runs = read_kept(Path(argv[1]))
     elif argv and argv[0] != "--from":
         folder, keep = Path(argv[0]), argv[argv.index("--runs-json") + 1] if "--runs-json" in argv else None
         runs = {path.stem: run_rounds(path) for path in sorted(folder.glob("new-*.json"),
