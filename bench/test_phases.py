@@ -9,10 +9,12 @@ when its clock started, unless --round-checks off leaves those checks out of its
 test command checks every phase in both languages."""
 
 import functools
+import os
 import statistics
 import sys
 import time
 import types
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pytest
@@ -185,6 +187,7 @@ class PairedSide:
 
     workers: list  # its long-lived workers, one a slot: sweep s runs in slot s % len(workers)
     warmup: list = field(default_factory=list)  # (worker, ns, PhaseRound) per warm-up call, every worker's
+    warmup_cost_ns: list = field(default_factory=list)  # each warm-up block's wall time per call, preparation included
     taken: list = field(default_factory=list)  # (worker, ns, PhaseRound) per counted call, in the order measured
     blocks: list = field(default_factory=list)  # each block's median per call, s, in the order measured
     block_slots: list = field(default_factory=list)  # each block's worker slot
@@ -212,7 +215,8 @@ class PairedPhase:
 
 def paired_iterations(sides: dict, baseline_of) -> tuple[int, str]:
     """One rule for a paired phase's calls per round (docs/method.md#calls-per-round): a compared run's baseline's,
-    which must hold every side with the same number; else the fastest side's median warm-up call into the target."""
+    which must hold every side with the same number; else the fastest side's median warm-up call into the target,
+    within what the costliest side's calls cost a round (calibrated_iterations): both read from every side alike."""
     given = {impl: baseline_of(impl) for impl in sides}
     if any(given.values()):
         if None in given.values() or len(set(given.values())) > 1:
@@ -223,34 +227,41 @@ def paired_iterations(sides: dict, baseline_of) -> tuple[int, str]:
         return next(iter(given.values())), "baseline"
     warmups = [[ns for _, ns, _ in side.warmup] for side in sides.values()]
     fastest = min(warmups, key=lambda ns: statistics.median(ns) if ns else 0)
-    return calibrated_iterations(fastest), "pair"
+    costliest = max((statistics.median(side.warmup_cost_ns) for side in sides.values() if side.warmup_cost_ns),
+                    default=0)
+    return calibrated_iterations(fastest, costliest), "pair"
 
 
 def measure_paired(group, phase, device, workload, settings, worker_for, utilization_of, baseline_of) -> PairedPhase:
     """Every implementation of the group, side by side in time: their warm-up calls in turn, in each of their
     workers, then their counted rounds in blocks of BLOCK_ROUNDS in the balanced sequence
-    (phasebench/plugin/pairing.py), each block a call count of rounds times calls per round. Each side has
+    (phasebench/plugin/pairing.py), each block rounds times calls per round calls, back to back in one request. Each side has
     --pair-workers long-lived workers (pair_worker_count); sweeps run two by two in each side's next worker
     (sweep_slot), so that the interval's draws are pairs of processes, not blocks of one process."""
     sizes = block_sizes(settings.rounds, BLOCK_ROUNDS)
     slots = range(pair_worker_count(settings.pair_workers, len(sizes)))
     sides, unpaired = {}, {}
-    for impl in group:
-        try:
-            sides[impl] = PairedSide([worker_for(impl, device, workload, slot) for slot in slots])
-        except pytest.skip.Exception as skipped:
-            unpaired[impl] = f"{impl} cannot run here: {skipped}"
+    # The workers start as many at a time as the machine has cores: nothing is timed while they start.
+    with ThreadPoolExecutor(os.cpu_count() or 1) as starting:
+        started = {impl: [starting.submit(worker_for, impl, device, workload, slot) for slot in slots] for impl in group}
+        for impl, workers in started.items():
+            try:
+                sides[impl] = PairedSide([worker.result() for worker in workers])
+            except pytest.skip.Exception as skipped:
+                unpaired[impl] = f"{impl} cannot run here: {skipped}"
     checks = settings.switches.checks
 
-    def call(worker, into: list) -> int:
-        timed = worker.run_phase(phase, checks)
-        into.append((worker, timed.ns, timed))
-        return timed.ns
+    def run_block(worker, calls: int, into: list):
+        """`calls` calls back to back in one request (the worker's PhaseCalls), each kept as (worker, ns, PhaseRound)."""
+        block = worker.run_phase_block(phase, calls, checks)
+        into += [(worker, timed.ns, timed) for timed in block.rounds]
+        return block
 
-    for _ in range(settings.warmup_rounds):
+    if settings.warmup_rounds:
         for side in sides.values():
             for worker in side.workers:
-                call(worker, side.warmup)
+                block = run_block(worker, settings.warmup_rounds, side.warmup)
+                side.warmup_cost_ns.append(block.wall_ns / settings.warmup_rounds)
     iterations, iterations_from = paired_iterations(sides, baseline_of)
 
     def sweep_blocks(sweeps: range) -> None:
@@ -259,11 +270,13 @@ def measure_paired(group, phase, device, workload, settings, worker_for, utiliza
             slot = sweep_slot(sweep, len(side.workers))
             worker = side.workers[slot]
             side.records.open(worker)  # once per worker, before its first counted round
-            side.fitness.begin(worker.pid)
+            side.fitness.begin()
             with utilization_of.window(worker, side.windows):
-                per_call = [sum(call(worker, side.taken) for _ in range(iterations)) / iterations
-                            for _ in range(sizes[sweep])]
-            side.fitness.end(worker.pid)
+                block = run_block(worker, sizes[sweep] * iterations, side.taken)
+            side.fitness.add(block.run_ns, block.wait_ns)
+            calls = [timed.ns for timed in block.rounds]
+            per_call = [sum(calls[start:start + iterations]) / iterations
+                        for start in range(0, len(calls), iterations)]
             side.blocks.append(statistics.median(per_call) / 1e9)
             side.block_slots.append(slot)
 

@@ -27,10 +27,10 @@ from contextlib import contextmanager, nullcontext
 import pytest
 
 from phasebench import registry, schema
-from phasebench.fitness import Fitness
+from phasebench.fitness import Fitness, run_and_wait_ns
 from phasebench.plugin.pairing import block_schedule, pairing_info, ratio_info, why_unpaired
 from phasebench.spec import LOG_INTERVAL, ONE_SHOT_PHASES
-from phasebench.stats import paired_ratio
+from phasebench.stats import MEAN, paired_ratio
 from phasebench.worker.client import describe_exit, worker_clock
 from phasebench.worker.protocol import Train
 
@@ -108,6 +108,12 @@ def train_in_fresh_worker(spawn, settings, synchronize: bool, watch=nullcontext,
         "stopping_ns": exit_ns - stop_ns, "startup_parts_ns": worker.info.startup_parts_ns}
 
 
+# A round's Total Time and phase totals each sum the hundreds of steps of an epoch, so their log ratios are close to
+# normal: a ratio of the rounds is their geometric mean with its t interval, which four pairs give (the median's rank
+# interval needs six: docs/method.md#every-ratio-with-its-interval).
+RUN_STATISTIC = MEAN
+
+
 @dataclasses.dataclass
 class PairedRuns:
     """The rounds of a training run's group, measured side by side in time (phasebench/plugin/pairing.py)."""
@@ -132,10 +138,12 @@ def measure_paired_runs(group, device, workload, settings, new_worker, utilizati
 
     @contextmanager
     def watched(worker, impl):
-        fitness[impl].begin(worker.pid)
+        fitness[impl].begin()
+        run, wait = run_and_wait_ns(worker.pid)  # from here: one request a round, a wake-up in seconds of training
         with utilization_of.window(worker, windows[impl]):
             yield
-        fitness[impl].end(worker.pid)
+        ran, waited = run_and_wait_ns(worker.pid)
+        fitness[impl].add(ran - run, waited - wait)
 
     for _, impl in block_schedule(tuple(spawns), settings.run_rounds):
         label = f"{impl} round {len(runs[impl]) + 1}/{settings.run_rounds}"
@@ -159,7 +167,8 @@ def phase_ratios(impl: str, paired: PairedRuns) -> dict:
     shared = [name for name in own[0]["phase_ns"] if own[0]["phase_ns"][name] and theirs[0]["phase_ns"].get(name)]
     totals = {name: lambda run, name=name: run["phase_ns"][name] for name in shared} | {
         schema.SUMMED_RATIO: lambda run: sum(run["phase_ns"].values()), schema.PROCESS_TOTAL_RATIO: lambda run: run["total_ns"]}
-    return {name: ratio_info(paired_ratio([read(run) for run in own], [read(run) for run in theirs]), partner, None)
+    return {name: ratio_info(paired_ratio([read(run) for run in own], [read(run) for run in theirs],
+                                          statistic=RUN_STATISTIC), partner, None)
             for name, read in totals.items()}
 
 
@@ -200,7 +209,8 @@ def test_training_run(request, benchmark, new_worker, utilization_of, settings, 
         schema.write(benchmark, schema.TrainingRunInfo, phase_ratios=phase_ratios(impl, paired) or None,
                      machine_fit=paired.fitness[impl].as_info(),
                      **pairing_info(impl, {name: [run["program_ns"] / 1e9 for run in own]
-                                           for name, own in paired.runs.items()}, paired.unpaired, 1, None))
+                                           for name, own in paired.runs.items()}, paired.unpaired, 1, None,
+                                    statistic=RUN_STATISTIC))
         benchmark.pedantic(replayed_run, rounds=len(runs), warmup_rounds=0, iterations=1)
         utilization_of.record_windows(impl, device, paired.windows[impl])
     else:

@@ -1,7 +1,9 @@
 """Whether the machine could measure a paired case (docs/method.md#a-machine-unfit-to-measure): how long the worker's
-threads waited on a run queue for a core while its blocks ran, against how long they ran, read from the pytest process
-(/proc/PID/task/TID/schedstat: the scheduler's own nanoseconds, which it keeps anyway) around each block; and the
-load average per core at the start and the end. Nothing is read inside a block.
+threads waited on a run queue for a core while its blocks ran, against how long they ran (/proc/PID/task/TID/schedstat:
+the scheduler's own nanoseconds, which it keeps anyway), read by the worker itself at each block's start and end
+(phasebench/worker/server.py's phase_calls), so that the wait to be woken for a request, which a worker sleeping
+between short requests has before every one, is not counted; and the load average per core at the start and the end.
+Nothing is read between a block's calls.
 
 On a machine with as many cores as the worker has busy threads, a thread that waits on a run queue holds up the
 whole parallel region: a wait of a quarter of the threads' run time is more than the paired blocks can cancel."""
@@ -35,23 +37,20 @@ def load_per_core() -> float:
 
 @dataclass
 class Fitness:
-    """One side's record across its blocks: begin(pid) before a block, end(pid) after it."""
+    """One side's record across its blocks: begin() before a block, add() with what its worker read after it."""
 
     run_ns: int = 0
     wait_ns: int = 0
     load: list = field(default_factory=list)  # load per core at the first block's start and the last block's end
-    _opened: tuple[int, int] | None = None
 
-    def begin(self, pid: int | None) -> None:
+    def begin(self) -> None:
         if not self.load:
             self.load.append(load_per_core())
-        self._opened = run_and_wait_ns(pid) if pid else None
 
-    def end(self, pid: int | None) -> None:
-        if self._opened is not None and pid:
-            run, wait = run_and_wait_ns(pid)
-            self.run_ns += max(0, run - self._opened[0])
-            self.wait_ns += max(0, wait - self._opened[1])
+    def add(self, run_ns: int, wait_ns: int) -> None:
+        """A block's run and wait, as its worker read them."""
+        self.run_ns += max(0, run_ns)  # a thread that ended between the reads takes its share away: none counted
+        self.wait_ns += max(0, wait_ns)
         self.load[1:] = [load_per_core()]
 
     @property

@@ -28,6 +28,12 @@ different methods are never compared (phasebench/results.py's mismatch). Raise M
 8. A paired phase's sweeps of blocks rotate through several long-lived workers a side (--pair-workers, 6), and its
    ratio's draws are those pairs of workers, each the median of its blocks' ratios: the interval holds the spread
    between worker processes (docs/method.md#every-ratio-with-its-interval). The clocks are those of method 7.
+9. A paired phase's block runs its calls back to back in one request to its worker, as a program's loop runs them,
+   with no round trip between calls (docs/method.md#paired-in-time), and its calls per round are bounded by what the
+   costlier side's calls cost, preparation included (docs/method.md#calls-per-round); its machine fitness reads the
+   run-queue wait in the worker across each block, not the wait to be woken for a request. A training run's ratios are the geometric
+   mean of its pairs of rounds with a t interval, four pairs by default (docs/method.md#every-ratio-with-its-interval).
+   The clocks are those of method 8.
 
 METHOD_SOURCES are those sources; METHOD_SOURCES_HASH is their hash when METHOD_VERSION was last set, and
 tests/test_method.py fails when they change without it being recorded again (`python -m phasebench.method
@@ -43,7 +49,7 @@ from pathlib import Path
 
 from phasebench.repository import ROOT
 
-METHOD_VERSION = 8
+METHOD_VERSION = 9
 METHOD_SOURCES = (
     "phasebench/train/timing.py",  # the clock around a body, its synchronization, its CPU and fault reads
     "phasebench/train/phases.py",  # what each phase prepares (untimed) and times
@@ -61,7 +67,7 @@ METHOD_SOURCES = (
     "cpp/src/model.cpp",  # the model and optimizer built in set-up and in optimizer_init
     "cpp/src/step.h",  # the step's pieces the forward, loss and backward clocks hold
 )
-METHOD_SOURCES_HASH = "a133553522ddc79f"
+METHOD_SOURCES_HASH = "e31d01646746cff8"
 
 
 def method_sources_hash(root: Path = ROOT) -> str:

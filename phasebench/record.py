@@ -97,10 +97,13 @@ class Case(Utilization):
     block_workers: list | None = saved_field("list of count", "each of its blocks' worker slot (`--pair-workers`): "
                                                               "the blocks of one slot ran in one worker process a side")
     ratio: dict | None = saved_field("object", "its time over its reference's, from the paired blocks: `to` (the "
-                                               "reference), `estimate` (the median of the worker pairs' ratios, each "
-                                               "the median of its blocks' ratios; of the blocks' ratios where they ran "
-                                               "in one worker a side), `low` and `high` (its rank interval; null below "
-                                               "6 pairs), `confidence`, `pairs` (worker pairs, or block pairs), "
+                                               "reference), `statistic` (`median`: the median of the worker pairs' "
+                                               "ratios, each the median of its blocks' ratios, or of the blocks' ratios "
+                                               "where they ran in one worker a side, with its rank interval, null below "
+                                               "6 pairs; `mean`: a training run's, the geometric mean of its pairs of "
+                                               "rounds' ratios with its t interval), `estimate`, `low` and `high` (its "
+                                               "interval), `confidence`, `pairs` (worker pairs, block pairs or pairs of "
+                                               "rounds), "
                                                "`half_width` (a fraction), `decided` (`half_width` within "
                                                "phasebench/stats.py's `DECIDED_HALF_WIDTH`), `undecided` (why not, "
                                                "or null), `leaves_out` (what spread the interval does not hold)")

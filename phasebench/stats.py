@@ -43,17 +43,23 @@ def _rank(n: int, confidence: float) -> int:
     return k
 
 
+MEDIAN, MEAN = "median", "mean"  # a RatioInterval's statistic: the pairs' median ratio, or their geometric mean
+
+
 @dataclass(frozen=True)
 class RatioInterval:
     """One side's time over another's, from n pairs measured side by side in time (pairs of workers, each the median
-    of its blocks' ratios, or pairs of blocks or of fresh workers' runs): the estimate is the median of the pairs'
-    ratios, and its interval the rank interval of that median (None where the pairs are too few for it)."""
+    of its blocks' ratios, or pairs of blocks or of fresh workers' runs). Its statistic is the pairs' median ratio,
+    with the rank interval of that median, or, for pairs each of which sums hundreds of steps (a training run's
+    rounds: their log ratios are close to normal), their geometric mean with Student's t interval; None where the
+    pairs are too few for it."""
 
     estimate: float
     low: float | None
     high: float | None
     pairs: int
     confidence: float = CONFIDENCE
+    statistic: str = MEDIAN
 
     @property
     def half_width(self) -> float | None:
@@ -69,7 +75,8 @@ class RatioInterval:
     def undecided_because(self) -> str | None:
         """Why the ratio is undecided, or None where it is decided."""
         if self.low is None:
-            need = next(n for n in range(1, 100) if median_rank_interval([1.0] * n, self.confidence))
+            need = 2 if self.statistic == MEAN else next(
+                n for n in range(1, 100) if median_rank_interval([1.0] * n, self.confidence))
             return f"{self.pairs} pair(s): a {self.confidence:.0%} interval needs {need}"
         if not self.decided:
             return (f"its {self.confidence:.0%} interval spans ±{self.half_width:.0%}, more than the "
@@ -78,17 +85,20 @@ class RatioInterval:
 
     def as_info(self) -> dict:
         return {"estimate": self.estimate, "low": self.low, "high": self.high, "pairs": self.pairs,
-                "confidence": self.confidence, "half_width": self.half_width, "decided": self.decided}
+                "confidence": self.confidence, "half_width": self.half_width, "decided": self.decided,
+                "statistic": self.statistic}
 
     @classmethod
     def from_info(cls, info: dict) -> RatioInterval:
-        return cls(info["estimate"], info["low"], info["high"], info["pairs"], info.get("confidence", CONFIDENCE))
+        return cls(info["estimate"], info["low"], info["high"], info["pairs"], info.get("confidence", CONFIDENCE),
+                   info.get("statistic", MEDIAN))
 
 
 def paired_ratio(sides: list[float], references: list[float], units: list | None = None,
-                 confidence: float = CONFIDENCE) -> RatioInterval:
+                 confidence: float = CONFIDENCE, statistic: str = MEDIAN) -> RatioInterval:
     """The ratio of `sides` to `references`, the i-th of each measured side by side in time (a block of rounds each,
-    or a fresh worker's run each): the median of the n ratios, and the rank interval of that median.
+    or a fresh worker's run each): the median of the n ratios, and the rank interval of that median; with
+    statistic=MEAN (pairs that each sum hundreds of steps), their geometric mean and its t interval.
 
     `units`: the i-th pair's unit of independent draws (the pair of worker processes that ran it). The pairs of one
     unit share its processes' own offsets, so they are not independent draws of the ratio: each unit then gives one
@@ -101,6 +111,12 @@ def paired_ratio(sides: list[float], references: list[float], units: list | None
         for unit, log in zip(units, logs):
             by_unit.setdefault(unit, []).append(log)
         logs = [statistics.median(unit_logs) for unit_logs in by_unit.values()]
+    if statistic == MEAN:
+        mean = statistics.fmean(logs)
+        if len(logs) < 2:
+            return RatioInterval(math.exp(mean), None, None, len(logs), confidence, MEAN)
+        half = t_quantile(0.5 + confidence / 2, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+        return RatioInterval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs), confidence, MEAN)
     interval = median_rank_interval(logs, confidence)
     low, high = (math.exp(interval[0]), math.exp(interval[1])) if interval else (None, None)
     return RatioInterval(math.exp(statistics.median(logs)), low, high, len(logs), confidence)

@@ -39,8 +39,9 @@ def test_which_side_goes_first_is_drawn_from_the_seed_and_shared_out():
     assert firsts[1] != firsts[2]
 
 
-def _side(warmup_ms: list[float]) -> PairedSide:
-    return PairedSide(workers=[None], warmup=[(None, int(ms * 1e6), None) for ms in warmup_ms])
+def _side(warmup_ms: list[float], cost_ms: float | None = None) -> PairedSide:
+    return PairedSide(workers=[None], warmup=[(None, int(ms * 1e6), None) for ms in warmup_ms],
+                      warmup_cost_ns=[] if cost_ms is None else [cost_ms * 1e6] * 3)
 
 
 def test_one_rule_for_calls_per_round_whichever_side_is_first():
@@ -55,6 +56,12 @@ def test_one_rule_for_calls_per_round_whichever_side_is_first():
         assert paired_iterations(sides, lambda impl: 7) == (7, "baseline")
         with pytest.raises(RuntimeError, match="python: 7, cpp: no case|cpp: no case"):
             paired_iterations(sides, lambda impl: 7 if impl == "python" else None)
+    # The calls' cost, preparation included, bounds them by the costlier side, whichever warmed up first.
+    costly = calibrated_iterations([int(ms * 1e6) for ms in fast], 8e6)
+    assert 1 < costly < expected
+    for order in (("python", "cpp"), ("cpp", "python")):
+        sides = {impl: _side(slow, 8) if impl == "python" else _side(fast, 0.5) for impl in order}
+        assert paired_iterations(sides, lambda impl: None) == (costly, "pair")
 
 
 def test_a_failed_measurement_fails_every_case_of_its_group():
@@ -82,6 +89,10 @@ class FakeWorker:
     def run_phase(self, phase, checks):
         self.calls += 1
         return types.SimpleNamespace(ns=self.ns, product={}, counted=None)
+
+    def run_phase_block(self, phase, calls, checks):
+        return types.SimpleNamespace(rounds=[self.run_phase(phase, checks) for _ in range(calls)], run_ns=calls * self.ns,
+                                     wait_ns=0, wall_ns=calls * self.ns)
 
     def request(self, message):
         return types.SimpleNamespace(canary_ns=1)

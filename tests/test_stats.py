@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 
 import pytest
 
@@ -37,6 +38,33 @@ def test_the_interval_holds_the_true_ratio_as_often_as_it_says(pairs):
         interval = stats.paired_ratio(sides, references)
         held += interval.low <= 2.1 <= interval.high
     assert 0.95 * 2000 <= held <= 0.995 * 2000, held
+
+
+@pytest.mark.parametrize("pairs", [4, 8])
+def test_the_mean_interval_holds_the_true_ratio_as_often_as_it_says(pairs):
+    """Pairs whose log ratios are normal around log 1.9 (a training run's rounds: each sums an epoch's steps): the
+    geometric mean's t interval holds 1.9 in 95 % of 4,000 simulated runs, within the simulation's spread."""
+    rng = random.Random(5)
+    held = 0
+    for _ in range(4000):
+        common = [rng.lognormvariate(0, 0.2) for _ in range(pairs)]
+        sides = [1.9 * c * rng.lognormvariate(0, 0.03) for c in common]
+        references = [c * rng.lognormvariate(0, 0.03) for c in common]
+        interval = stats.paired_ratio(sides, references, statistic=stats.MEAN)
+        held += interval.low <= 1.9 <= interval.high
+    assert 0.94 * 4000 <= held <= 0.96 * 4000, held
+
+
+def test_the_mean_ratio_is_the_geometric_mean_with_its_t_interval():
+    interval = stats.paired_ratio([2.0, 8.0, 4.0], [1.0, 2.0, 1.0], statistic=stats.MEAN)
+    logs = [math.log(2.0), math.log(4.0), math.log(4.0)]
+    mean, sd = sum(logs) / 3, statistics.stdev(logs)
+    half = 4.302653 * sd / math.sqrt(3)  # t(0.975, 2)
+    assert interval.estimate == pytest.approx(math.exp(mean))
+    assert (interval.low, interval.high) == pytest.approx((math.exp(mean - half), math.exp(mean + half)), rel=1e-5)
+    assert stats.RatioInterval.from_info(interval.as_info()) == interval
+    one = stats.paired_ratio([2.0], [1.0], statistic=stats.MEAN)
+    assert one.low is None and one.undecided_because() == "1 pair(s): a 95% interval needs 2"
 
 
 def test_pairing_cancels_what_both_sides_of_a_pair_share():

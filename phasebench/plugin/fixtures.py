@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 from functools import partial
 
 import pytest
@@ -157,13 +158,17 @@ def worker_for(request, settings, worker_pool, last_user):
     another of its key's, which a paired phase rotates its sweeps through), skipping what cannot run here. After the last test of the run that asks for that worker, it is stopped. A worker that
     replaced a dead one says so on the terminal, and in the case's `worker_replaced` where the test is a benchmark."""
     asked = set()
+    fixtures = threading.Lock()  # a paired phase starts its workers from threads; pytest's fixtures are not for them
 
     def get(impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD, slot: int = 0) -> Worker:
-        asked.add((impl, device, workload))
-        worker = worker_pool.get(impl, device, workload, library_or_skip(request, settings, impl, device), slot)
+        with fixtures:
+            asked.add((impl, device, workload))
+            library = library_or_skip(request, settings, impl, device)
+        worker = worker_pool.get(impl, device, workload, library, slot)
         replaced = worker_pool.take_replaced(worker)
         if replaced:
-            say_replaced(request, f"a fresh {worker.name} (pid {worker.pid})", replaced)
+            with fixtures:
+                say_replaced(request, f"a fresh {worker.name} (pid {worker.pid})", replaced)
         return worker
 
     yield get

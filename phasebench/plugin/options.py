@@ -56,10 +56,10 @@ def pytest_addoption(parser):
                          "(default: %(default)s)")
     group.addoption("--epochs", type=int, default=1, metavar="N",
                     help="epochs of each training_run (default: %(default)s; the published run trains 10)")
-    group.addoption("--run-rounds", type=int, default=6, metavar="N",
+    group.addoption("--run-rounds", type=int, default=4, metavar="N",
                     help="rounds of each training_run, each a fresh worker process; where the run pairs its cases, N "
-                         "pairs of rounds, each implementation's in turn (default: %(default)s, the fewest pairs whose "
-                         "median ratio has a 95%% interval: docs/method.md#every-ratio-with-its-interval)")
+                         "pairs of rounds, each implementation's in turn (default: %(default)s, whose ratio's t interval "
+                         "is as narrow as six pairs' rank interval: docs/method.md#every-ratio-with-its-interval)")
     group.addoption("--pair-workers", type=int, default=PAIR_WORKERS, metavar="N",
                     help="long-lived workers a side that a paired phase's sweeps of blocks rotate through, so that its "
                          "ratio's interval holds the spread between worker processes (default: %(default)s, the fewest "

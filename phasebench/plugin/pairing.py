@@ -213,10 +213,11 @@ def ratio_info(interval, to: str, leaves_out: str | None) -> dict:
 
 
 def pairing_info(impl: str, sides: dict[str, list[float]], unpaired: dict[str, str], block_rounds: int,
-                 leaves_out: str | None, block_workers: list[int] | None = None, units: list | None = None) -> dict:
+                 leaves_out: str | None, block_workers: list[int] | None = None, units: list | None = None,
+                 statistic: str = "median") -> dict:
     """What a paired case records (phasebench/record.py Case): the implementations measured with it, its blocks and
-    the worker slot of each, and its ratio to its reference where that was measured beside it, else why not; `units`:
-    paired_ratio's (each block's worker pair, or None)."""
+    the worker slot of each, and its ratio to its reference where that was measured beside it, else why not; `units`
+    and `statistic`: paired_ratio's (each block's worker pair, or None; the pairs' median or geometric mean)."""
     from phasebench.stats import paired_ratio
 
     info = {"paired_with": list(sides), "pair_block_rounds": block_rounds, "block_medians_s": sides[impl]}
@@ -224,7 +225,8 @@ def pairing_info(impl: str, sides: dict[str, list[float]], unpaired: dict[str, s
         info["block_workers"] = block_workers
     partner = registry.get(impl).pair
     if partner in sides:
-        info["ratio"] = ratio_info(paired_ratio(sides[impl], sides[partner], units), partner, leaves_out)
+        info["ratio"] = ratio_info(paired_ratio(sides[impl], sides[partner], units, statistic=statistic), partner,
+                                   leaves_out)
     elif partner in unpaired:
         info["unpaired"] = unpaired[partner]
     return info

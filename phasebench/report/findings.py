@@ -26,6 +26,7 @@ from phasebench.report.cases import (
 )
 from phasebench.results import ratio_pairs
 from phasebench.saved import SavedResult
+from phasebench.stats import MEAN
 
 # --- the answer at a glance: pytest's terminal summary (phasebench/plugin/__init__.py) and the report ------------
 
@@ -224,6 +225,8 @@ def answer(result: SavedResult) -> list[tuple[str, list[str]]]:
                          else "pairs of blocks")
                 lines += ["", f"Each ratio: the median of its {draws} measured side by side, with its 95 % "
                               "interval (docs/method.md#every-ratio-with-its-interval)."]
+                if any(saved_ratio(bench).get("statistic") == MEAN for bench in here):
+                    lines.append("The training run's: the geometric mean of its pairs of rounds, with its t interval.")
             lines += undecided_lines(undecided) + unfit_lines(cases, device, workload_id)
             others = [] if counted else _every_implementation(cases, device, workload_id, present, tuple(pair))
             if others:

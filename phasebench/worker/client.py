@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -220,6 +221,11 @@ class Worker:
         # The instruction-count mode: the worker says where its round's dump is; it is read here, outside Valgrind.
         return dataclasses.replace(timed, counted=CountedRound(**counting.read_round(timed.dump.dump, timed.dump.label)))
 
+    def run_phase_block(self, phase: str, calls: int, checks: bool = True) -> protocol.PhaseBlock:
+        """`calls` rounds of `phase` back to back in one request (a paired phase's block), each timed as run_phase's;
+        the whole block within --round-timeout."""
+        return self.request(protocol.PhaseCalls(phase, checks, calls))
+
     @property
     def pci_bus_id(self) -> str | None:
         """Its GPU's PCI bus id as the worker reports it (NVML's spelling); None on cpu."""
@@ -325,6 +331,12 @@ class StartFailed(RuntimeError):
     fails at once with the first start's message (docs/faults.md#faults-and-bad-input)."""
 
 
+def stop_all(workers: list) -> None:
+    """Stops the workers at once (a paired phase holds several a key): each exits while the others do."""
+    with ThreadPoolExecutor(max(1, len(workers))) as stopping:
+        list(stopping.map(lambda worker: worker.stop(), workers))
+
+
 class WorkerPool:
     """Long-lived workers, one per (implementation, device, workload), and more of a key where a paired phase asks for
     another slot (bench/test_phases.py measure_paired); a dead one is replaced on next use, and the replacement says
@@ -371,8 +383,8 @@ class WorkerPool:
     def release(self, impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD) -> None:
         """Stop that key's workers now, if they run: no later case needs them (conftest.py), and a sweep of many
         implementations and workloads would otherwise hold their processes until the session ends."""
-        for key in [key for key in self.workers if key[:3] == (impl, device, workload)]:
-            self.workers.pop(key).stop()
+        stopping = [self.workers.pop(key) for key in [key for key in self.workers if key[:3] == (impl, device, workload)]]
+        stop_all(stopping)
 
     def stop_all(self) -> None:
         for worker in self.workers.values():

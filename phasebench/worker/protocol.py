@@ -281,6 +281,26 @@ class Phase(Request):
     checks: bool = True  # False (--round-checks off): nothing proves the round's work, and its product says so
 
 
+@dataclass
+class PhaseBlock:
+    """A block of calls of one phase, run back to back in the worker (PhaseCalls), and how long the worker's threads
+    ran and waited on a run queue across them (/proc's schedstat, read in the worker at the block's start and end:
+    not the wait to be woken for the request; 0 where the kernel shows no schedstat)."""
+
+    rounds: list[PhaseRound]
+    run_ns: int
+    wait_ns: int
+    wall_ns: int = 0  # the block's duration in the worker, each call's untimed preparation and checks included
+
+
+@request_type("phase_calls", PhaseBlock)
+class PhaseCalls(Phase):
+    """`calls` rounds of a phase in one request: a paired phase's block (bench/test_phases.py measure_paired), so
+    that its calls follow one another as a program's loop runs them, with no request's round trip between them."""
+
+    calls: int = 1
+
+
 @request_type("phase_names", Names)
 class PhaseNames(Request):
     pass

@@ -23,6 +23,7 @@ import time
 from array import array
 from collections.abc import Callable
 
+from phasebench.fitness import run_and_wait_ns
 from phasebench.phase_round import PhaseRound
 from phasebench.spec import TRAINING_PHASES
 from phasebench.worker import group, protocol, threads
@@ -264,6 +265,19 @@ class Server:
                                              lambda: self._phase(request.name, request.checks))
             return dataclasses.replace(timed, dump=dump)
         return self._phase(request.name, request.checks)
+
+    @answers(protocol.PhaseCalls)
+    def phase_calls(self, request: protocol.PhaseCalls) -> protocol.PhaseBlock:
+        if self.counter is not None:
+            raise ValueError("the instruction-count mode counts one round a request ('phase')")
+        if request.calls < 1:
+            raise ValueError(f"'phase_calls' of {request.calls} calls: at least one")
+        before = run_and_wait_ns(os.getpid())  # once this thread runs: the wait to be woken is not the block's
+        start = time.perf_counter_ns()
+        rounds = [self._phase(request.name, request.checks) for _ in range(request.calls)]
+        wall_ns = time.perf_counter_ns() - start
+        after = run_and_wait_ns(os.getpid())
+        return protocol.PhaseBlock(rounds, after[0] - before[0], after[1] - before[1], wall_ns)
 
     def _phase(self, name: str, checks: bool = True) -> PhaseRound:
         if self.pinned:  # as the count mode collects before each counted round (count_conditions)
