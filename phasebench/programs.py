@@ -26,6 +26,10 @@ class Program:
     # (phasebench/worker/server.py) builds them.
     step_trainers: dict[str, str] = field(default_factory=dict)
     source: str = ""  # the pytorch/examples program(s) it is written after
+    # "module:function" of a torch-free function (phase, product) -> [problems]: what proves that one round of a phase
+    # did its work (bench/test_phases.py asks it of every round). Empty for the seed's program, whose checks follow
+    # its implementations' pieces (bench/test_phases.py work_problems).
+    product_checks: str = ""
 
     def __post_init__(self):
         if not self.phases or len(set(self.phases)) != len(self.phases):
@@ -47,8 +51,38 @@ class Program:
         path = self.step_trainers.get(language)
         if path is None:
             raise ValueError(f"program '{self.name}' has no {language} trainer that runs steps by itself")
-        module, _, name = path.partition(":")
-        return getattr(importlib.import_module(module), name)
+        return _imported(path)
+
+    @property
+    def is_default(self) -> bool:
+        """The seed's program: every implementation of the registry runs it, each with the phases its pieces give
+        (phasebench/registry.py), and its cases keep their names unqualified."""
+        return self.name == DEFAULT_PROGRAM
+
+    def runs(self, implementation) -> bool:
+        """Whether a phasebench.registry.Implementation has cases of this program: the seed's program, every one;
+        another program, the published pair only (the implementations without a reference, one a language), each
+        built from the program's trainer of its language, since the other implementations change the seed's
+        pipeline."""
+        return self.is_default or (implementation.reference is None and implementation.language in self.step_trainers)
+
+    def case_phases(self, implementation) -> tuple[str, ...]:
+        """The phases of this program's per-phase cases for that implementation, as the cases name them
+        (case_phase)."""
+        if not self.runs(implementation):
+            return ()
+        phases = implementation.phases if self.is_default else self.phases
+        return tuple(case_phase(self.name, phase) for phase in phases)
+
+    def product_problems(self, phase: str, product: dict) -> list[str]:
+        if not self.product_checks:
+            raise ValueError(f"program '{self.name}' declares no product checks")
+        return _imported(self.product_checks)(phase, product)
+
+
+def _imported(path: str):
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 PROGRAMS = {program.name: program for program in (
@@ -60,9 +94,49 @@ PROGRAMS = {program.name: program for program in (
              "loss_item": LABELS["loss_item"], "backward": LABELS["backward"], "update": "Parameter Update"},
             step_trainers={"python": "phasebench.train.regression:RegressionTrainer",
                            "cpp": "phasebench.worker.cpp_lib:CppRegressionTrainer"},
-            source="cpp/regression/regression.cpp, regression/main.py"),
+            source="cpp/regression/regression.cpp, regression/main.py",
+            product_checks="phasebench.train.regression_checks:problems"),
 )}
 DEFAULT_PROGRAM = "mnist"
+# A per-phase case of a program other than the seed's names its phase "PROGRAM:PHASE" (its id, its benchmark group and
+# its saved `phase`), so that its results never share a key with the seed's phase of the same name.
+SEPARATOR = ":"
+
+
+def case_phase(name: str, phase: str) -> str:
+    """The phase as a case of program `name` names it: bare for the seed's program, else qualified."""
+    return phase if name == DEFAULT_PROGRAM else f"{name}{SEPARATOR}{phase}"
+
+
+def split_case_phase(text: str) -> tuple[Program, str]:
+    """A case's phase as its program and the program's own phase name; ValueError for an unknown program or a phase
+    the program does not declare (the seed's program's phases are its implementations': any name passes here)."""
+    name, separator, phase = text.rpartition(SEPARATOR)
+    found = program(name if separator else DEFAULT_PROGRAM)
+    if separator and (not name or name == DEFAULT_PROGRAM):
+        raise ValueError(f"phase {text!r}: the seed's program's phases are named bare")
+    if not found.is_default and phase not in found.phases:
+        raise ValueError(f"phase {text!r}: program '{found.name}' has no phase '{phase}': {', '.join(found.phases)}")
+    return found, phase
+
+
+def phase_place(text: str, seed_phases: tuple[str, ...]) -> int:
+    """A case's phase's place in its program's step, which the run order deals its first runner by
+    (phasebench/plugin/cases.py run_order): the seed program's in `seed_phases` (0 for a phase outside it), another
+    program's in its declared phases."""
+    found, phase = split_case_phase(text)
+    order = seed_phases if found.is_default else found.phases
+    return order.index(phase) if phase in order else 0
+
+
+def parse(text: str | None) -> tuple[str, ...]:
+    """--program's value (NAME[,NAME...]; None: the seed's program) as program names in the order given; ValueError
+    naming the known ones."""
+    names = [part.strip() for part in (text or DEFAULT_PROGRAM).split(",") if part.strip()]
+    unknown = [name for name in names if name not in PROGRAMS]
+    if unknown or not names:
+        raise ValueError(f"--program {text!r}: valid values are {', '.join(PROGRAMS)} (comma-separated)")
+    return tuple(dict.fromkeys(names))
 
 
 def program(name: str) -> Program:

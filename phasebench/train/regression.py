@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from phasebench import determinism
 from phasebench.phase_round import PhaseRound
 from phasebench.programs import program
 from phasebench.train.products import all_finite, product
@@ -116,6 +117,16 @@ class RegressionTrainer:
 
     def timer_floor(self, rounds: int = FLOOR_ROUNDS) -> int:
         return timer_floor(self.timed, lambda trainer: None, self, rounds)
+
+    def threads(self) -> int:
+        return torch.get_num_threads()
+
+    def flags(self) -> dict:
+        """The numerics flags in effect in this process (phasebench/determinism.py)."""
+        return determinism.read()
+
+    def close(self) -> None:
+        """Nothing to free beyond what the garbage collector frees (the worker's stop calls every trainer's)."""
 
     def step(self) -> float:
         """One whole step, every phase in order; the loss it read."""

@@ -230,6 +230,17 @@ def _product(result: Result) -> dict:
     return product
 
 
+def numerics_flags(lib: ctypes.CDLL) -> dict:
+    """The numerics flags in effect in this process's LibTorch, read back through pb_read_numerics (by
+    phasebench/determinism.py's FLAG_NAMES, as the Python trainers report them)."""
+    read = NumericsFlags()
+    call(lib, "pb_read_numerics", ctypes.byref(read))
+    names = ("deterministic_algorithms", "cudnn_deterministic", "cudnn_benchmark", "allow_tf32_cudnn",
+             "allow_tf32_matmul")
+    workspace = read.cublas_workspace_config.decode() if read.cublas_workspace_config_set else None
+    return {name: bool(getattr(read, name)) for name in names} | {"cublas_workspace_config": workspace}
+
+
 class CppTrainer:
     """The C++ trainer behind the same methods as phasebench.train.trainer.Trainer (as the worker uses them)."""
 
@@ -272,12 +283,7 @@ class CppTrainer:
     def flags(self) -> dict:
         """The numerics flags in effect in this process's LibTorch, read back through pb_read_numerics (by
         phasebench/determinism.py's FLAG_NAMES, as the Python trainer reports them)."""
-        read = NumericsFlags()
-        self.call("pb_read_numerics", ctypes.byref(read))
-        names = ("deterministic_algorithms", "cudnn_deterministic", "cudnn_benchmark", "allow_tf32_cudnn",
-                 "allow_tf32_matmul")
-        workspace = read.cublas_workspace_config.decode() if read.cublas_workspace_config_set else None
-        return {name: bool(getattr(read, name)) for name in names} | {"cublas_workspace_config": workspace}
+        return numerics_flags(self.lib)
 
     def set_round_checks(self, on: bool) -> None:
         """pb_set_round_checks: whether the session's rounds do what proves their work."""
@@ -396,7 +402,7 @@ class CppRegressionTrainer:
     phasebench.train.regression.RegressionTrainer."""
 
     def __init__(self, lib: ctypes.CDLL, device: str = "cpu", seed: int = 1, threads: int = 0, batch_size: int = 32):
-        self.lib, self.batch_size = lib, batch_size
+        self.lib, self.batch_size, self.threads_asked = lib, batch_size, threads
         self.handle = _REGRESSION()
         call(lib, "pb_regression_create", ctypes.byref(RegressionOptions(device.encode(), threads, seed, batch_size)),
              ctypes.byref(self.handle))
@@ -405,6 +411,14 @@ class CppRegressionTrainer:
         if self.handle.value:
             call(self.lib, "pb_regression_destroy", self.handle)
             self.handle = _REGRESSION()
+
+    def threads(self) -> int:
+        """The intra-op threads it was created with (pb_regression_create sets LibTorch's to them; 0: LibTorch's
+        default, which the C ABI does not read back for this trainer)."""
+        return self.threads_asked
+
+    def flags(self) -> dict:
+        return numerics_flags(self.lib)
 
     def phase_names(self) -> list[str]:
         buffer = ctypes.create_string_buffer(4096)

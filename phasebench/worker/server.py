@@ -23,6 +23,7 @@ import time
 from array import array
 from collections.abc import Callable
 
+from phasebench import programs
 from phasebench.fitness import run_and_wait_ns
 from phasebench.phase_round import PhaseRound
 from phasebench.spec import TRAINING_PHASES
@@ -100,6 +101,44 @@ class CppAdapter:
 
     def ensemble_params(self, member: int) -> bytes:
         return self.trainer.ensemble_params(member).tobytes()
+
+
+class ProgramAdapter:
+    """The worker of a program other than the seed's (phasebench/programs.py): its trainer of the worker's language,
+    built from the start's options, serving its phases. The program's imports (torch and its trainer's module, or
+    LibTorch through the suite's library) are loaded before the set-up's clock, as the seed's are."""
+
+    def __init__(self, name: str, language: str, options: dict, library: str | None):
+        begun = time.perf_counter_ns()
+        trainer_class = programs.program(name).step_trainer(language)  # imports its module (torch, in Python)
+        if language == "cpp":
+            from phasebench.worker import cpp_lib
+
+            lib = cpp_lib.load(library)
+            build = lambda: trainer_class(lib, **options)  # noqa: E731
+        else:
+            build = lambda: trainer_class(**options)  # noqa: E731
+        self.program = name
+        self.trainer, self.setup_ns, self.startup_parts_ns = set_up(build, options, begun)
+
+    def phase_names(self):
+        return self.trainer.phase_names()
+
+    # What the seed's workers answer beyond phases and steps: a clear error, not an AttributeError's trace.
+    def refuse(self, what: str):
+        raise ValueError(f"the {self.program} program's worker has no {what}: it times phases and trains steps")
+
+    def get_params(self) -> bytes:
+        self.refuse("'get_params'")
+
+    def set_params(self, data: bytes):
+        self.refuse("'set_params'")
+
+    def batch_at(self, index: int):
+        self.refuse("'batch'")
+
+    def ensemble_params(self, member: int) -> bytes:
+        self.refuse("ensembles")
 
 
 def capability() -> str | None:
@@ -219,8 +258,11 @@ class Server:
             self.adapter = None
         args = self.args
         self.before_trainer()
-        self.adapter = (PythonAdapter(request.options) if args.language == "python"
-                        else CppAdapter(request.options, args.library))
+        if request.program != programs.DEFAULT_PROGRAM:
+            self.adapter = ProgramAdapter(request.program, args.language, request.options, args.library)
+        else:
+            self.adapter = (PythonAdapter(request.options) if args.language == "python"
+                            else CppAdapter(request.options, args.library))
         self.started()
         pins = floor_dumps = cpu_capability = None
         if self.pinned:
