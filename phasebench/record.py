@@ -75,9 +75,9 @@ class Case(Utilization):
     implementation: str | None = saved_field("text", "the registered implementation that ran (`python`, `cpp`, a "
                                                      "variant: docs/implementations.md)", required=True)
     device: str | None = saved_field("text", "`cpu` or `cuda`", required=True)
-    phase: str | None = saved_field("text", "what was timed: a training phase, `training_run`, "
-                                            "`concurrent_jobs-N`, `ensemble-M`, `loss_item`, "
-                                            "`worker_overhead` or `torchrun`", required=True)
+    phase: str | None = saved_field("text", "what was timed: a training phase (another program's named "
+                                            "`PROGRAM:PHASE`), `training_run`, `concurrent_jobs-N`, `ensemble-M`, "
+                                            "`loss_item`, `worker_overhead` or `torchrun`", required=True)
     width: int | None = saved_field("count", "the workload's multiplier of the Net's hidden sizes (`--width`)")
     batch_size: int | None = saved_field("count", "the workload's images per batch (`--batch-size`)")
     workload: str | None = saved_field("text", "the workload's id suffix: empty for the published workload, else e.g. "

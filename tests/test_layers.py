@@ -17,7 +17,7 @@ PACKAGE = ROOT / "phasebench"
 READERS_MAY_IMPORT = {"phasebench.results", "phasebench.saved", "phasebench.schema", "phasebench.record",
                       "phasebench.distributed_records", "phasebench.method", "phasebench.spec", "phasebench.registry",
                       "phasebench.data", "phasebench.utilization", "phasebench.gpu_sampling", "phasebench.cpu_windows",
-                      "phasebench.repository", "phasebench.stats"}
+                      "phasebench.repository", "phasebench.stats", "phasebench.programs"}
 # What phasebench.results may import of the suite (phasebench.schema, the format, its base phasebench.record and its
 # data-parallel records phasebench.distributed_records are).
 LEAVES = {"phasebench.saved", "phasebench.schema", "phasebench.record", "phasebench.distributed_records",

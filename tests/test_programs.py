@@ -152,3 +152,35 @@ def test_no_module_but_the_declaring_ones_names_a_program():
     assert not named, "modules that name a program outside its declaration:\n" + "\n".join(named)
     # The check finds what it looks for: the declaration itself names its programs.
     assert program_names(ROOT / "phasebench/programs.py")
+
+
+def test_the_answer_tables_a_programs_phases_beside_the_seeds():
+    """A saved result with another program's cases (their phase PROGRAM:PHASE, their program recorded) is read and
+    answered with a row per phase, next to the seed's rows, whose keys it never shares."""
+    import copy
+    import json
+
+    from phasebench.report import findings
+    from phasebench.saved import SavedResult
+    from tests.test_report import COMPLETE, answer_rows
+
+    result = json.loads(COMPLETE.read_text())
+    added = []
+    for bench in result["benchmarks"]:
+        info = bench["extra_info"]
+        if info["phase"] == "backward" and info["device"] == "cpu" and info["implementation"] in ("python", "cpp"):
+            twin = copy.deepcopy(bench)
+            phase = case_phase("regression", "backward")
+            twin["extra_info"] |= {"phase": phase, "program": "regression"}
+            twin["group"], twin["name"] = phase, bench["name"].replace("[backward-", f"[{phase}-")
+            twin["fullname"] = bench["fullname"].replace("[backward-", f"[{phase}-")
+            twin["stats"]["median"] = bench["stats"]["median"] / 10
+            added.append(twin)
+    assert len(added) == 2
+    result["benchmarks"] += added
+    saved = SavedResult.from_json(result, "result.json")
+    cpu = answer_rows(findings.answer(saved), "phasebench: the answer on cpu")
+    own = answer_rows(findings.answer(SavedResult.from_json(json.loads(COMPLETE.read_text()), "result.json")),
+                      "phasebench: the answer on cpu")
+    assert cpu["regression:backward"][:2] == [f"{float(value) / 10:.4f}" for value in own["backward"][:2]]
+    assert cpu["backward"] == own["backward"]

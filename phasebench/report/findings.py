@@ -11,6 +11,7 @@ from phasebench import registry, schema
 from phasebench.report.cases import (
     NOT_RUN,
     PHASES,
+    PROGRAM_PHASES,
     RUN_PHASES,
     UNDECIDED,
     devices_of,
@@ -189,7 +190,7 @@ def answer(result: SavedResult) -> list[tuple[str, list[str]]]:
             if first:
                 lines += textwrap.wrap(first, 100, subsequent_indent="  ") + [""]
             undecided: dict[str, dict] = {}
-            for phase in PHASES:
+            for phase in PHASES + PROGRAM_PHASES:  # rows only for the phases the result holds
                 medians = {impl: median_ms(cases, phase.name, impl, device, workload_id) for impl in pair}
                 paired = {impl: saved_ratio(cases.get((phase.name, impl, device, workload_id))) for impl in pair}
                 if any(value is not None for value in medians.values()):
