@@ -30,6 +30,9 @@ class Program:
     # did its work (bench/test_phases.py asks it of every round). Empty for the seed's program, whose checks follow
     # its implementations' pieces (bench/test_phases.py work_problems).
     product_checks: str = ""
+    # A training run's steps (bench/test_training_run.py test_program_run): a fixed count in both languages, where the
+    # example trains until a loss threshold; 0 for the seed's program, whose run trains --epochs epochs.
+    run_steps: int = 0
 
     def __post_init__(self):
         if not self.phases or len(set(self.phases)) != len(self.phases):
@@ -95,7 +98,7 @@ PROGRAMS = {program.name: program for program in (
             step_trainers={"python": "phasebench.train.regression:RegressionTrainer",
                            "cpp": "phasebench.worker.cpp_lib:CppRegressionTrainer"},
             source="cpp/regression/regression.cpp, regression/main.py",
-            product_checks="phasebench.train.regression_checks:problems"),
+            product_checks="phasebench.train.regression_checks:problems", run_steps=10_000),
 )}
 DEFAULT_PROGRAM = "mnist"
 # A per-phase case of a program other than the seed's names its phase "PROGRAM:PHASE" (its id, its benchmark group and

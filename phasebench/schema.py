@@ -57,9 +57,6 @@ class LossItemInfo(Case):
 @dataclass
 class PhaseInfo(Case):
     """bench/test_phases.py: one training phase, timed inside its worker."""
-    program: str | None = saved_field("text", "the program whose phase it is, where that is not the default program "
-                                              "(`--program`; phasebench/programs.py); its `phase` is then "
-                                              "PROGRAM:PHASE; absent for the default program's")
     language: str | None = saved_field("text", "`python` or `cpp`: the language of the implementation's training code")
     reference: str | None = saved_field("text", "the implementation it is compared with (`cpp` for `python`)")
     note: str | None = saved_field("text", "the registry's note on the implementation for this device, or null")

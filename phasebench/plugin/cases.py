@@ -80,12 +80,13 @@ def pytest_generate_tests(metafunc):
     """Every test that takes `impl` and `device` runs per selected implementation (--impl) and device, and
     per workload (--width, --batch-size) where it takes `workload`; test_phase per phase of the
     implementation (the registry says which) for the seed's program, and per phase of each other program --program
-    selects (phasebench/programs.py: the published workload's cases, of the implementations that run it);
+    selects (phasebench/programs.py: the published workload's cases, of the implementations that run it); a test
+    that takes `program` per other program selected (ids PROGRAM-impl-device);
     test_concurrent_jobs per --jobs N and test_ensemble per --models M, for the implementations that run them
     (Implementation.runs_in). Ids read phase-impl-device[-N], as before workloads existed, with -wW-bB for other
     workloads, so saved baselines of the published workload still compare; another program's phase reads
     PROGRAM:PHASE. A test that takes no `phase` is the seed program's: it has cases only where that is selected."""
-    names = [name for name in ("phase", "impl", "device", "jobs", "models", "world_size", "workload")
+    names = [name for name in ("phase", "program", "impl", "device", "jobs", "models", "world_size", "workload")
              if name in metafunc.fixturenames]
     if not {"impl", "device"} <= set(names):
         return
@@ -94,7 +95,9 @@ def pytest_generate_tests(metafunc):
               "world_size": lambda device: settings.world_sizes}
     count_name = next((name for name in counts if name in names), None)
     chosen = [programs.program(name) for name in settings.programs]
-    if "phase" not in names:
+    if "program" in names:  # a test of the other programs' own (their training run): one case a program
+        chosen = [found for found in chosen if not found.is_default]
+    elif "phase" not in names:
         chosen = [found for found in chosen if found.is_default]
     # Workload outermost: a sweep runs one workload after another, so that the pooled workers of a workload
     # are done with (and stopped, conftest.py) before the next workload's start. Another program's cases come once,
@@ -114,10 +117,11 @@ def pytest_generate_tests(metafunc):
                     if impl.absent_reason(device):
                         continue
                     for count in (counts[count_name](device) if count_name else (None,)):
-                        values = {"phase": phase, "impl": impl_name, "device": device, "workload": workload,
-                                  count_name: count}
+                        values = {"phase": phase, "program": found.name, "impl": impl_name, "device": device,
+                                  "workload": workload, count_name: count}
                         cases.append(pytest.param(*(values[name] for name in names)))
-                        ids.append("-".join([part for part in (phase, impl_name, device) if part]
+                        named = found.name if "program" in names else None
+                        ids.append("-".join([part for part in (phase, named, impl_name, device) if part]
                                             + ([f"world{count}" if count_name == "world_size" else str(count)]
                                                if count else [])
                                             + ([workload.id] if workload and workload.id else [])))
@@ -125,11 +129,12 @@ def pytest_generate_tests(metafunc):
 
 
 def not_selected_program(item, settings) -> bool:
-    """A test of implementations that takes no `phase` is the seed program's: --program without it deselects it."""
+    """A test of implementations that takes neither `phase` nor `program` is the seed program's: --program without it
+    deselects it."""
     if programs.DEFAULT_PROGRAM in settings.programs or "impl" not in getattr(item, "fixturenames", ()):
         return False
     params = getattr(item, "callspec", None) and item.callspec.params or {}
-    return "phase" not in params
+    return "phase" not in params and "program" not in params
 
 
 def pytest_collection_modifyitems(config, items):

@@ -91,7 +91,8 @@ def pool_key(item) -> tuple | None:
     params = getattr(item, "callspec", None) and item.callspec.params or {}
     if "worker_for" not in getattr(item, "fixturenames", ()) or not {"impl", "device"} <= params.keys():
         return None
-    program = split_case_phase(params["phase"])[0].name if params.get("phase") else DEFAULT_PROGRAM
+    program = split_case_phase(params["phase"])[0].name if params.get("phase") else params.get("program",
+                                                                                                DEFAULT_PROGRAM)
     return params["impl"], params["device"], params.get("workload") or DEFAULT_WORKLOAD, program
 
 
@@ -187,15 +188,17 @@ def worker_for(request, settings, worker_pool, last_user):
 
 @pytest.fixture
 def new_worker(request, settings, tmp_path):
-    """new_worker(impl, device, workload=the published one, **options) -> spawn: each spawn() starts a worker
-    process of that case of its own, made as the pool's are but for `options` (trainer options such as
-    threads or log_path), that the caller stops; skips what cannot run here."""
+    """new_worker(impl, device, workload=the published one, program=the seed's, **options) -> spawn: each spawn()
+    starts a worker process of that case of its own, made as the pool's are but for `options` (trainer options such
+    as threads or log_path), that the caller stops; skips what cannot run here."""
 
-    def make(impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD, **overrides):
+    def make(impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD, program: str = DEFAULT_PROGRAM,
+             **overrides):
         library = library_or_skip(request, settings, impl, device)
-        options = settings.worker_options(device, log_path=str(tmp_path / f"{impl}-{device}.log"), impl=impl,
-                                          workload=workload)
-        return spawner(settings, impl, device, options | overrides, library)
+        of = "" if program == DEFAULT_PROGRAM else f"{program}-"
+        options = settings.worker_options(device, log_path=str(tmp_path / f"{of}{impl}-{device}.log"), impl=impl,
+                                          workload=workload, program=program)
+        return spawner(settings, impl, device, options | overrides, library, program)
 
     return make
 

@@ -107,7 +107,7 @@ class PhasebenchSession:
         other than the seed's, that program's trainer of its language (the seed's data, log and workload are the seed
         program's own)."""
         if program != DEFAULT_PROGRAM:
-            return {"device": device, "threads": self.threads, "seed": 1}
+            return {"device": device, "threads": self.threads, "seed": 1, "log_path": log_path}
         options = {"root": self.source.root, "device": device, "threads": self.threads, "seed": 1,
                    "log_path": log_path}
         options |= registry.get(impl).trainer_options() | workload.as_options()

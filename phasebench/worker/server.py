@@ -110,6 +110,8 @@ class ProgramAdapter:
 
     def __init__(self, name: str, language: str, options: dict, library: str | None):
         begun = time.perf_counter_ns()
+        options = dict(options)
+        self.log_path = options.pop("log_path", None)  # where a training run's last line goes (train)
         trainer_class = programs.program(name).step_trainer(language)  # imports its module (torch, in Python)
         if language == "cpp":
             from phasebench.worker import cpp_lib
@@ -123,6 +125,21 @@ class ProgramAdapter:
 
     def phase_names(self):
         return self.trainer.phase_names()
+
+    def train(self, max_steps: int = 0) -> tuple[int, int, int, float | None]:
+        """A training run of the program as the suite runs it (docs/method.md#the-regression-program): its fixed
+        step count (or max_steps, a check's), the steps untimed inside, its loop on this process's clock around the
+        trainer's one call, alike in both languages; then, outside the loop's clock, the last step's loss written to
+        the log file where the worker has one. Returns (steps, loop ns, process CPU ns across the loop, last loss)."""
+        steps = max_steps or programs.program(self.program).run_steps
+        cpu_start, start = time.process_time_ns(), time.perf_counter_ns()
+        losses = self.trainer.train_steps(steps)
+        loop_ns, cpu_ns = time.perf_counter_ns() - start, time.process_time_ns() - cpu_start
+        last = losses[-1] if losses else None
+        if self.log_path:
+            with open(self.log_path, "a") as log:
+                log.write(f"Loss: {last:.6f} after {steps} batches\n")
+        return steps, loop_ns, cpu_ns, last
 
     # What the seed's workers answer beyond phases and steps: a clear error, not an AttributeError's trace.
     def refuse(self, what: str):
@@ -410,6 +427,12 @@ class Server:
     @answers(protocol.Train)
     def train(self, request: protocol.Train) -> protocol.Run:
         trainer, setup_ns = self.trainer, self.adapter.setup_ns
+        if isinstance(self.adapter, ProgramAdapter):  # another program's run: its loop whole, no phase timers
+            (steps, loop_ns, cpu_ns, _), clock = on_the_shared_clock(lambda: self.adapter.train(request.max_steps))
+            return protocol.Run(phase_ns={}, steps=steps, loop_ns=loop_ns, phase_cpu_ns=cpu_ns, setup_ns=setup_ns,
+                                program_ns=setup_ns + loop_ns,
+                                peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                                peak_device_bytes=None, **clock)
         (totals, steps, loop_ns, cpu_ns), clock = on_the_shared_clock(
             lambda: trainer.train(request.epochs, request.synchronize, request.max_steps))
         # The published Total Time: the program from before its dataset is opened to its last step.
