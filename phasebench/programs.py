@@ -2,7 +2,7 @@
 as the program's own steps), their labels, and its trainers. Importable without torch, as phasebench/spec.py is.
 
 A program's trainers are named by import path ("module:Class"), so that this bottom layer imports none of them; a new
-program adds its entry here and its trainers (docs/architecture.md#programs).
+program adds its entry here and its trainers (docs/architecture.md#adding-a-program).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _imported(path: str):
 
 
 PROGRAMS = {program.name: program for program in (
-    # The seed's program: pytorch/examples' MNIST (cpp/mnist/mnist.cpp and its Python counterpart).
+    # The seed's program: MNIST, after pytorch/examples' cpp/mnist/mnist.cpp and its Python counterpart.
     Program("mnist", TRAINING_PHASES, PHASE_LABELS, source="cpp/mnist/mnist.cpp, mnist/main.py"),
     # pytorch/examples' polynomial fit (docs/method.md#the-regression-program).
     Program("regression", ("get_batch", "zero_grad", "forward_loss", "loss_item", "backward", "update"),

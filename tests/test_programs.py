@@ -20,8 +20,8 @@ from phasebench.train import regression_checks
 
 OTHERS = [name for name in PROGRAMS if name != DEFAULT_PROGRAM]
 # The modules that may name a program other than the seed's: where programs are declared, their trainers and their
-# product checks (docs/architecture.md#adding-a-program lists the files a program touches). "dcgan" is issue 57's
-# next program: named here so that no module names it before it is declared.
+# product checks (docs/architecture.md#adding-a-program lists the files a program touches). "dcgan", a program not
+# declared yet, is named here so that no module names it before its declaration does.
 DECLARING = {"phasebench/programs.py", "phasebench/train/regression.py", "phasebench/train/regression_checks.py",
              "phasebench/worker/cpp_lib.py", "phasebench/worker/program_steps.py"}
 NAMES = set(OTHERS) | {"dcgan"}
