@@ -35,6 +35,7 @@ from phasebench.plugin.pairing import (
     sweep_slot,
     why_unpaired,
 )
+from phasebench.programs import DEFAULT_PROGRAM, split_case_phase
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import ONE_SHOT_PHASES, Workload
 from phasebench.spec import TRAINING_PHASES as PHASE_NAMES
@@ -232,18 +233,21 @@ def paired_iterations(sides: dict, baseline_of) -> tuple[int, str]:
     return calibrated_iterations(fastest, costliest), "pair"
 
 
-def measure_paired(group, phase, device, workload, settings, worker_for, utilization_of, baseline_of) -> PairedPhase:
+def measure_paired(group, phase, device, workload, settings, worker_for, utilization_of, baseline_of,
+                   program: str = DEFAULT_PROGRAM) -> PairedPhase:
     """Every implementation of the group, side by side in time: their warm-up calls in turn, in each of their
     workers, then their counted rounds in blocks of BLOCK_ROUNDS in the balanced sequence
     (phasebench/plugin/pairing.py), each block rounds times calls per round calls, back to back in one request. Each side has
     --pair-workers long-lived workers (pair_worker_count); sweeps run two by two in each side's next worker
-    (sweep_slot), so that the interval's draws are pairs of processes, not blocks of one process."""
+    (sweep_slot), so that the interval's draws are pairs of processes, not blocks of one process. `phase` is the
+    program's own name of it (the workers are `program`'s)."""
     sizes = block_sizes(settings.rounds, BLOCK_ROUNDS)
     slots = range(pair_worker_count(settings.pair_workers, len(sizes)))
     sides, unpaired = {}, {}
     # The workers start as many at a time as the machine has cores: nothing is timed while they start.
     with ThreadPoolExecutor(os.cpu_count() or 1) as starting:
-        started = {impl: [starting.submit(worker_for, impl, device, workload, slot) for slot in slots] for impl in group}
+        started = {impl: [starting.submit(worker_for, impl, device, workload, slot, program) for slot in slots]
+                   for impl in group}
         for impl, workers in started.items():
             try:
                 sides[impl] = PairedSide([worker.result() for worker in workers])
@@ -317,7 +321,11 @@ def undecided_pairs(sides: dict) -> list[str]:
 @pytest.mark.paired
 def test_phase(request, benchmark, worker_for, new_worker, utilization_of, settings, baseline_iterations,
                phase_iterations, pairing, phase, impl, device, workload):
-    assert phase in PHASE_NAMES + ONE_SHOT_PHASES, f"no phase '{phase}' in phasebench/train/trainer.py's PHASES or ONE_SHOT"
+    # Another program's phase is named PROGRAM:PHASE (phasebench/programs.py): its workers are that program's, asked for
+    # their own phase's name; the case keeps the qualified name as its group and saved phase.
+    program, own_phase = split_case_phase(phase)
+    if program.is_default:
+        assert phase in PHASE_NAMES + ONE_SHOT_PHASES, f"no phase '{phase}' in phasebench/train/trainer.py's PHASES or ONE_SHOT"
     registered = registry.get(impl)
     one_shot = phase in ONE_SHOT_PHASES
     if one_shot:
@@ -327,8 +335,8 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
         pooled = lambda: fresh  # noqa: E731
         settings = types.SimpleNamespace(**{**vars(settings), "rounds": 1, "warmup_rounds": 0, "processes": 1})
     else:
-        pooled = lambda: worker_for(impl, device, workload)  # noqa: E731 (skips what cannot run here)
-    rounds = Rounds(phase, settings, pooled, new_worker(impl, device, workload) if settings.processes > 1 else None)
+        pooled = lambda: worker_for(impl, device, workload, program=program.name)  # noqa: E731 (skips what cannot run here)
+    rounds = Rounds(own_phase, settings, pooled, new_worker(impl, device, workload) if settings.processes > 1 else None)
     taken = []  # (worker, ns, PhaseRound) per call, warm-up included
     # The calls pytest-benchmark counts: after the warm-up (run through one_round with one worker), its rounds' calls,
     # before the call that pedantic makes after them for its result (with more than one call per round) and those the
@@ -346,7 +354,7 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
         index = len(taken)
         if records and index in counted_rounds:
             records.open(worker)
-        timed = worker.run_phase(phase, checks)
+        timed = worker.run_phase(own_phase, checks)
         # --count instructions: the clock pytest-benchmark reads advances by the round's count (1e-9 each).
         worker_clock.advance(timed.counted.instructions if timed.counted else timed.ns)
         taken.append((worker, timed.ns, timed))
@@ -358,13 +366,14 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
                  reference=registered.pair, device=device, phase=phase, **workload.as_info(), rounds=settings.rounds,
                  warmup_rounds=settings.warmup_rounds, threads=settings.threads, processes=settings.processes,
                  order=request.node.stash.get(RUN_ORDER, None), note=registered.notes.get(device),
-                 round_checks="on" if checks else None)
+                 round_checks="on" if checks else None,
+                 **({} if program.is_default else {"program": program.name}))
     if pairing.applies and not one_shot:
         # Paired in time (docs/method.md#paired-in-time): the group's first case measures every side, each replays its own.
         pooled()  # skips this case where its implementation cannot run here
         measured = pairing.measure_once(lambda group: measure_paired(
-            group, phase, device, workload, settings, worker_for, utilization_of,
-            lambda other: baseline_iterations.get(sibling_nodeid(request.node, other))))
+            group, own_phase, device, workload, settings, worker_for, utilization_of,
+            lambda other: baseline_iterations.get(sibling_nodeid(request.node, other)), program.name))
         side = measured.sides[impl]
         # Its warm-up calls first, then its counted ones: each worker's calls stay in the order it ran them.
         iterations, taken, records, workers = measured.iterations, side.warmup + side.taken, side.records, side.workers
@@ -454,6 +463,15 @@ def finish_phase(benchmark, settings, registered, phase, impl, device, workload,
     if not settings.switches.checks:  # what the worker did ("off" in both languages, the C++ one through pb_set_round_checks); unchecked
         did = ",".join(sorted({product.get("checks", "on") for product in products}))
         schema.write(benchmark, schema.PhaseInfo, round_checks=did)
+        return
+    program, own_phase = split_case_phase(phase)
+    if not program.is_default:  # its program's checks (phasebench/programs.py), and its batches drawn one by one
+        problems = list(problems) + [f"round {i}: {problem}" for i, product in enumerate(products)
+                                     for problem in program.product_problems(own_phase, product)]
+        for worker in workers:
+            drawn = [timed.product["batch"] for w, _, timed in taken if w is worker and timed.product["batch"] is not None]
+            problems += batch_problems(drawn, sys.maxsize)
+        assert not problems, f"{phase} ({impl} on {device}):\n  " + "\n  ".join(problems[:10])
         return
     resident = device == "cpu" or registered.split_on_device
     problems = list(problems) + [f"round {i}: {problem}" for i, product in enumerate(products)

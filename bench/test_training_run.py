@@ -29,6 +29,9 @@ import pytest
 from phasebench import registry, schema
 from phasebench.fitness import Fitness, run_and_wait_ns
 from phasebench.plugin.pairing import block_schedule, pairing_info, ratio_info, why_unpaired
+from phasebench.programs import DEFAULT_PROGRAM, case_phase
+from phasebench.programs import program as program_named
+from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import LOG_INTERVAL, ONE_SHOT_PHASES
 from phasebench.stats import MEAN, paired_ratio
 from phasebench.worker.client import describe_exit, worker_clock
@@ -124,13 +127,14 @@ class PairedRuns:
     fitness: dict  # {implementation: Fitness}: whether the machine could measure its rounds
 
 
-def measure_paired_runs(group, device, workload, settings, new_worker, utilization_of, progress, plan) -> PairedRuns:
-    """--run-rounds rounds of every implementation of the group, each a fresh worker, in the balanced sequence
-    (A B B A …): a pair of rounds runs back to back."""
+def measure_paired_runs(group, device, workload, settings, new_worker, utilization_of, progress, plan,
+                        program: str = DEFAULT_PROGRAM, max_steps: int = 0) -> PairedRuns:
+    """--run-rounds rounds of every implementation of the group, each a fresh worker of `program`, in the balanced
+    sequence (A B B A …): a pair of rounds runs back to back."""
     spawns, unpaired = {}, {}
     for impl in group:
         try:
-            spawns[impl] = new_worker(impl, device, workload)
+            spawns[impl] = new_worker(impl, device, workload, program=program)
         except pytest.skip.Exception as skipped:
             unpaired[impl] = f"{impl} cannot run here: {skipped}"
     runs, windows = {impl: [] for impl in spawns}, {impl: [] for impl in spawns}
@@ -151,7 +155,7 @@ def measure_paired_runs(group, device, workload, settings, new_worker, utilizati
         run = train_in_fresh_worker(spawns[impl], settings, synchronize=True,
                                     watch=lambda worker, impl=impl: watched(worker, impl),
                                     one_shot=registry.get(impl).one_shot is not None, say=progress, label=label,
-                                    workload=workload)
+                                    workload=workload, max_steps=max_steps)
         runs[impl].append(run)
         progress(f"{label}: {run['steps']} steps; Total Time {run['program_ns'] / 1e9:.1f} s, "
                  f"process {run['total_ns'] / 1e9:.1f} s")
@@ -298,6 +302,65 @@ def test_training_run(request, benchmark, new_worker, utilization_of, settings, 
         assert run["peak_rss_bytes"] > 0, f"peak resident memory {run['peak_rss_bytes']}"
         on_cuda = run["peak_device_bytes"] is not None and run["peak_device_bytes"] > 0
         assert on_cuda == (device != "cpu"), f"peak device memory {run['peak_device_bytes']} on {device}"
+
+
+PROGRAM_CHECK_STEPS = 60  # another program's run under --benchmark-disable: a check, not a measurement
+
+
+@pytest.mark.paired
+@pytest.mark.benchmark(timer=worker_clock)  # the program's own time, as the worker measured it
+def test_program_run(request, benchmark, new_worker, utilization_of, settings, progress, pairing, program, impl,
+                     device):  # cases: phasebench/plugin/cases.py, per program --program selects beside the seed's
+    """A training run of another program (phasebench/programs.py): its declared fixed step count in a fresh worker a
+    round, its loop untimed inside (docs/method.md#the-regression-program), paired rounds as test_training_run's. Its
+    Total Time is the program's own time (set-up and loop, as the worker measured them); it keys as
+    PROGRAM:training_run."""
+    declared = program_named(program)
+    steps = declared.run_steps if benchmark.enabled else PROGRAM_CHECK_STEPS
+    max_steps = 0 if benchmark.enabled else PROGRAM_CHECK_STEPS
+    plan = f"{steps} steps" + ("" if benchmark.enabled else " (a check)") + ", in a fresh worker"
+    runs = []
+    benchmark.group = case_phase(program, "training_run")
+    schema.write(benchmark, schema.TrainingRunInfo, implementation=impl, language=registry.get(impl).language,
+                 reference=registry.get(impl).pair, device=device, phase=benchmark.group, program=program)
+    if pairing.applies:
+        paired = pairing.measure_once(lambda group: measure_paired_runs(
+            group, device, DEFAULT_WORKLOAD, settings, new_worker, utilization_of, progress, plan, program, max_steps))
+        runs.extend(paired.runs[impl])
+        schema.write(benchmark, schema.TrainingRunInfo, machine_fit=paired.fitness[impl].as_info(),
+                     **pairing_info(impl, {name: [run["program_ns"] / 1e9 for run in own]
+                                           for name, own in paired.runs.items()}, paired.unpaired, 1, None,
+                                    statistic=RUN_STATISTIC))
+        windows = paired.windows[impl]
+    else:
+        if benchmark.enabled:
+            schema.write(benchmark, schema.TrainingRunInfo, unpaired=why_unpaired(request.config))
+        spawn, windows = new_worker(impl, device, program=program), []
+        for number in range(settings.run_rounds if benchmark.enabled else 1):
+            progress(f"round {number + 1}: training {plan} ...")
+            runs.append(train_in_fresh_worker(spawn, settings, synchronize=True, max_steps=max_steps,
+                                              watch=lambda worker: utilization_of.window(worker, windows)))
+    replay = iter(runs)
+
+    def replayed_run():
+        worker_clock.advance(next(replay)["program_ns"])
+
+    benchmark.pedantic(replayed_run, rounds=len(runs), warmup_rounds=0, iterations=1)
+    utilization_of.record_windows(impl, device, windows)
+    for run in runs:
+        parts = {name: run[f"{name}_ns"] for name in ("startup", "setup", "loop", "program", "stopping", "total")}
+        assert run["steps"] == steps, f"{run['steps']} steps, expected {steps}"
+        assert run["phase_ns"] == {}, f"the run timed phases: {run['phase_ns']}"
+        assert 0 < parts["loop"] and parts["program"] == parts["setup"] + parts["loop"], parts
+        assert parts["setup"] < parts["startup"] and parts["startup"] + parts["loop"] <= parts["total"], parts
+    schema.write(
+        benchmark, schema.TrainingRunInfo, rounds=len(runs), warmup_rounds=0, threads=settings.threads, steps=steps,
+        program_s=[run["program_ns"] / 1e9 for run in runs], process_total_s=[run["total_ns"] / 1e9 for run in runs],
+        **{f"{name}_median_s": statistics.median(run[f"{name}_ns"] for run in runs) / 1e9
+           for name in ("program", "setup", "startup", "loop", "stopping", "total")},
+        peak_rss_bytes=[run["peak_rss_bytes"] for run in runs],
+        peak_rss_median_bytes=statistics.median(run["peak_rss_bytes"] for run in runs),
+        startup_parts_s=[{part: ns / 1e9 for part, ns in run["startup_parts_ns"].items()} for run in runs])
 
 
 def test_heartbeat_reports_the_logged_position_while_a_round_trains(tmp_path):

@@ -75,9 +75,13 @@ class Case(Utilization):
     implementation: str | None = saved_field("text", "the registered implementation that ran (`python`, `cpp`, a "
                                                      "variant: docs/implementations.md)", required=True)
     device: str | None = saved_field("text", "`cpu` or `cuda`", required=True)
-    phase: str | None = saved_field("text", "what was timed: a training phase, `training_run`, "
-                                            "`concurrent_jobs-N`, `ensemble-M`, `loss_item`, "
-                                            "`worker_overhead` or `torchrun`", required=True)
+    phase: str | None = saved_field("text", "what was timed: a training phase (another program's named "
+                                            "`PROGRAM:PHASE`), `training_run`, `concurrent_jobs-N`, `ensemble-M`, "
+                                            "`loss_item`, `worker_overhead` or `torchrun`", required=True)
+    program: str | None = saved_field("text", "the program whose case it is, where that is not the default program "
+                                              "(`--program`; phasebench/programs.py): its `phase` is then "
+                                              "`PROGRAM:PHASE` or `PROGRAM:training_run`; absent for the default "
+                                              "program's")
     width: int | None = saved_field("count", "the workload's multiplier of the Net's hidden sizes (`--width`)")
     batch_size: int | None = saved_field("count", "the workload's images per batch (`--batch-size`)")
     workload: str | None = saved_field("text", "the workload's id suffix: empty for the published workload, else e.g. "

@@ -26,8 +26,12 @@ from tests.c_abi_calls import ALL_SIGNATURES, PB_ERROR, create, get_batch, optio
 
 PARAM_COUNT = 21840  # the Net's parameters
 EPOCH_BATCHES = 938
-SESSION_FUNCTIONS = [name for name in cpp_lib._SIGNATURES
-                     if name not in ("pb_create", "pb_abi_version", "pb_read_numerics")]
+SESSION_FUNCTIONS = [name for name in cpp_lib._SIGNATURES if not name.startswith("pb_regression_")
+                     and name not in ("pb_create", "pb_abi_version", "pb_read_numerics")]
+# The regression program's trainer: handles of a table of their own.
+REGRESSION_FUNCTIONS = [name for name in cpp_lib._SIGNATURES
+                        if name.startswith("pb_regression_") and name != "pb_regression_create"]
+REGRESSION_PARAMS = 5  # Linear(4, 1)
 
 
 def _call_with_nulls(lib, name: str, handle) -> int:
@@ -39,6 +43,21 @@ def _call_with_nulls(lib, name: str, handle) -> int:
 
 def _run_phase(lib, handle, phase) -> int:
     return lib.pb_run_phase(handle, phase, ctypes.byref(ctypes.c_int64()), ctypes.byref(cpp_lib.Result()))
+
+
+def _regression_phase(lib, handle, phase, checks=1) -> int:
+    return lib.pb_regression_run_phase(handle, phase, checks, ctypes.byref(ctypes.c_int64()),
+                                       ctypes.byref(cpp_lib.Result()))
+
+
+def _regression_create(lib, **fields) -> int:
+    regression_options = with_fields(cpp_lib.RegressionOptions(b"cpu", 0, 1, 32), **fields)
+    return lib.pb_regression_create(ctypes.byref(regression_options), ctypes.byref(cpp_lib._REGRESSION()))
+
+
+def _regression_batch(lib, handle, capacity: int) -> int:
+    return lib.pb_regression_get_batch(handle, (ctypes.c_float * (4 * 32))(), (ctypes.c_float * 32)(), capacity,
+                                       ctypes.byref(ctypes.c_int64()))
 
 
 def _ensemble_step(lib, handle, capacity: int, losses=True) -> int:
@@ -60,6 +79,8 @@ class Context:
     dead: int  # a destroyed one's
     newer: int  # the session made right after `dead` was destroyed, in its place
     raw_dir: str  # the suite's data
+    regression: int  # a working regression trainer's handle
+    dead_regression: int  # a destroyed one's, a newer one in its place
 
 
 def _probes() -> dict:
@@ -72,6 +93,12 @@ def _probes() -> dict:
     for name in sorted(SESSION_FUNCTIONS, key=lambda name: name == "pb_destroy"):
         probes[f"{name}-destroyed-handle"] = (lambda c, name=name: _call_with_nulls(c.lib, name, c.dead),
                                               "unknown or destroyed session handle")
+    for name in REGRESSION_FUNCTIONS:
+        probes[f"{name}-null-handle"] = (lambda c, name=name: _call_with_nulls(c.lib, name, 0),
+                                         "null regression handle")
+    for name in sorted(REGRESSION_FUNCTIONS, key=lambda name: name == "pb_regression_destroy"):
+        probes[f"{name}-destroyed-handle"] = (lambda c, name=name: _call_with_nulls(c.lib, name, c.dead_regression),
+                                              "unknown or destroyed regression handle")
     floats = ctypes.c_float * (PARAM_COUNT + 1)
     probes |= {
         "made-up-handle": (lambda c: _run_phase(c.lib, 0xDEADBEEF, b"forward"), "unknown or destroyed session handle"),
@@ -158,6 +185,42 @@ def _probes() -> dict:
         "ensemble-destroy": (lambda c: c.lib.pb_ensemble_destroy(c.live), None),
         "ensemble-step-after-destroy": (lambda c: _ensemble_step(c.lib, c.live, 2),
                                         "no ensemble: call pb_ensemble_create first"),
+        # The regression program's trainer: its own handles, options and buffers.
+        "regression-call-with-a-session-handle": (lambda c: _regression_phase(c.lib, c.live, b"update"),
+                                                  "unknown or destroyed regression handle"),
+        "session-call-with-a-regression-handle": (lambda c: _run_phase(c.lib, c.regression, b"forward"),
+                                                  "unknown or destroyed session handle"),
+        "regression-create-null-options": (lambda c: c.lib.pb_regression_create(None, ctypes.byref(
+            cpp_lib._REGRESSION())), "null options"),
+        "regression-create-null-output": (lambda c: c.lib.pb_regression_create(ctypes.byref(
+            cpp_lib.RegressionOptions(b"cpu", 0, 1, 32)), None), "null output handle"),
+        "regression-create-other-struct-size": (lambda c: _regression_create(c.lib, struct_size=8),
+                                                "pb_regression_options of 8 bytes, this library's has"),
+        "regression-create-zero-batch": (lambda c: _regression_create(c.lib, batch_size=0),
+                                         "batch size must be at least 1, got 0"),
+        "regression-create-negative-threads": (lambda c: _regression_create(c.lib, threads=-2), "threads -2: 0 or more"),
+        "regression-create-unknown-device": (lambda c: _regression_create(c.lib, device=b"tpu9"),
+                                             "Invalid device string: 'tpu9'"),
+        "regression-unknown-phase": (lambda c: _regression_phase(c.lib, c.regression, b"warp_drive"),
+                                     "unknown phase 'warp_drive' of the regression program: get_batch, zero_grad"),
+        "regression-mnist-phase": (lambda c: _regression_phase(c.lib, c.regression, b"param_update"),
+                                   "unknown phase 'param_update' of the regression program"),
+        "regression-null-phase-name": (lambda c: _regression_phase(c.lib, c.regression, None), "null phase name"),
+        "regression-round-checks-two": (lambda c: _regression_phase(c.lib, c.regression, b"update", checks=2),
+                                        "round checks 2: 1 (on) or 0 (off)"),
+        "regression-negative-steps": (lambda c: c.lib.pb_regression_train_steps(c.regression, -1,
+                                                                                (ctypes.c_double * 1)()),
+                                      "a negative number of steps"),
+        "regression-params-short-buffer": (
+            lambda c: c.lib.pb_regression_get_params(c.regression, floats(), REGRESSION_PARAMS - 1),
+            f"parameter buffer holds {REGRESSION_PARAMS - 1} floats, the model has {REGRESSION_PARAMS}"),
+        "regression-phase-names-short-buffer": (
+            lambda c: c.lib.pb_regression_phase_names(c.regression, ctypes.create_string_buffer(8), 8),
+            "buffer of 8 bytes"),
+        "regression-step": (lambda c: c.lib.pb_regression_train_steps(c.regression, 1, (ctypes.c_double * 1)()), None),
+        "regression-batch-short-buffer": (lambda c: _regression_batch(c.lib, c.regression, 10),
+                                          "batch of 32 rows, room for 10"),
+        "regression-still-works": (lambda c: _regression_phase(c.lib, c.regression, b"update"), None),
         # After all of the above (pb_destroy with the stale handle among them), both sessions still train.
         "session-still-works": (lambda c: _run_phase(c.lib, c.live, b"train_step"), None),
         "newer-session-still-works": (lambda c: _run_phase(c.lib, c.newer, b"train_step"), None),
@@ -176,13 +239,21 @@ def run_probes(library: str, root: str) -> None:
     dead = destroyed.handle.value
     destroyed.close()
     newer = cpp_lib.CppTrainer(lib, root)  # takes the slot `destroyed` freed
-    context = Context(lib, live.handle.value, dead, newer.handle.value, f"{root}/MNIST/raw")
+    regression = cpp_lib.CppRegressionTrainer(lib)
+    destroyed_regression = cpp_lib.CppRegressionTrainer(lib)
+    dead_regression = destroyed_regression.handle.value
+    destroyed_regression.close()
+    newer_regression = cpp_lib.CppRegressionTrainer(lib)  # takes the slot the destroyed one freed
+    context = Context(lib, live.handle.value, dead, newer.handle.value, f"{root}/MNIST/raw", regression.handle.value,
+                      dead_regression)
     for name, (probe, _) in PROBES.items():
         print(json.dumps({"probe": name}), flush=True)
         status = probe(context)
         print(json.dumps({"probe": name, "status": status, "message": lib.pb_last_error().decode()}), flush=True)
     live.close()
     newer.close()
+    regression.close()
+    newer_regression.close()
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ PACKAGE = ROOT / "phasebench"
 READERS_MAY_IMPORT = {"phasebench.results", "phasebench.saved", "phasebench.schema", "phasebench.record",
                       "phasebench.distributed_records", "phasebench.method", "phasebench.spec", "phasebench.registry",
                       "phasebench.data", "phasebench.utilization", "phasebench.gpu_sampling", "phasebench.cpu_windows",
-                      "phasebench.repository", "phasebench.stats"}
+                      "phasebench.repository", "phasebench.stats", "phasebench.programs"}
 # What phasebench.results may import of the suite (phasebench.schema, the format, its base phasebench.record and its
 # data-parallel records phasebench.distributed_records are).
 LEAVES = {"phasebench.saved", "phasebench.schema", "phasebench.record", "phasebench.distributed_records",
@@ -26,11 +26,11 @@ LEAVES = {"phasebench.saved", "phasebench.schema", "phasebench.record", "phasebe
 # those below, never from one above (test_no_import_runs_back_up). Inside a layer, test_no_import_cycle orders them.
 LAYERS = (
     ("the vocabulary and the saved format (no torch)",
-     {"phasebench", "phasebench.repository", "phasebench.handed_down", "phasebench.spec", "phasebench.method",
-      "phasebench.registry", "phasebench.devices", "phasebench.determinism", "phasebench.data", "phasebench.provenance",
-      "phasebench.phase_round", "phasebench.record", "phasebench.distributed_records", "phasebench.schema",
-      "phasebench.saved", "phasebench.results", "phasebench.cpu_windows", "phasebench.gpu_sampling",
-      "phasebench.utilization", "phasebench.stats", "phasebench.fitness"}),
+     {"phasebench", "phasebench.repository", "phasebench.handed_down", "phasebench.spec", "phasebench.programs",
+      "phasebench.method", "phasebench.registry", "phasebench.devices", "phasebench.determinism", "phasebench.data",
+      "phasebench.provenance", "phasebench.phase_round", "phasebench.record", "phasebench.distributed_records",
+      "phasebench.schema", "phasebench.saved", "phasebench.results", "phasebench.cpu_windows",
+      "phasebench.gpu_sampling", "phasebench.utilization", "phasebench.stats", "phasebench.fitness"}),
     ("the Python trainer", {"phasebench.train"}),
     ("the workers, which run either trainer", {"phasebench.worker"}),
     ("the commands on saved results and on the workers", {"phasebench.gate", "phasebench.report", "phasebench.history",

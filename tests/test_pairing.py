@@ -108,7 +108,7 @@ class NoWindows:
 def test_a_side_that_cannot_run_leaves_the_other_measured_alone():
     workers = {"python": FakeWorker(2_000_000)}
 
-    def worker_for(impl, device, workload, slot):
+    def worker_for(impl, device, workload, slot, program):
         if impl not in workers:
             pytest.skip("no C++ compiler here")
         return workers[impl]
@@ -134,11 +134,11 @@ def test_an_undecided_ratio_gets_more_blocks_up_to_as_many_again():
     settings = types.SimpleNamespace(warmup_rounds=0, rounds=30, count=None, pair_workers=1,
                                      switches=types.SimpleNamespace(checks=False))
     measured = measure_paired(("python", "cpp"), "forward", "cpu", None, settings,
-                              lambda impl, device, workload, slot: workers[impl], NoWindows(), lambda impl: None)
+                              lambda impl, device, workload, slot, program: workers[impl], NoWindows(), lambda impl: None)
     assert measured.rounds == 60 and len(measured.sides["python"].blocks) == 12
     steady = {"python": FakeWorker(2_000_000), "cpp": FakeWorker(1_000_000)}
     measured = measure_paired(("python", "cpp"), "forward", "cpu", None, settings,
-                              lambda impl, device, workload, slot: steady[impl], NoWindows(), lambda impl: None)
+                              lambda impl, device, workload, slot, program: steady[impl], NoWindows(), lambda impl: None)
     assert measured.rounds == 30
 
 
@@ -151,7 +151,7 @@ def measured_in_six_pairs_of_workers(warmup_rounds: int):
     settings = types.SimpleNamespace(warmup_rounds=warmup_rounds, rounds=60, count=None, pair_workers=6,
                                      switches=types.SimpleNamespace(checks=False))
     measured = measure_paired(("python", "cpp"), "forward", "cpu", None, settings,
-                              lambda impl, device, workload, slot: workers[impl, slot], NoWindows(), lambda impl: None)
+                              lambda impl, device, workload, slot, program: workers[impl, slot], NoWindows(), lambda impl: None)
     return workers, settings, measured
 
 
@@ -173,7 +173,7 @@ def test_the_sweeps_run_two_by_two_in_each_sides_workers_and_the_interval_counts
     assert (info["ratio"]["low"], info["ratio"]["high"]) == (pytest.approx(2.0), pytest.approx(2.6))
     settings.rounds = 30  # 6 sweeps: 3 pairs of workers would hold no interval
     measured = measure_paired(("python", "cpp"), "forward", "cpu", None, settings,
-                              lambda impl, device, workload, slot: workers[impl, slot], NoWindows(), lambda impl: None)
+                              lambda impl, device, workload, slot, program: workers[impl, slot], NoWindows(), lambda impl: None)
     cpp = measured.sides["cpp"]
     assert cpp.block_slots == [0] * 6 and len(cpp.workers) == 1 and cpp.leaves_out() is not None
 

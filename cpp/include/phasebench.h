@@ -1,4 +1,5 @@
-/* phasebench.h: the C ABI of the C++ MNIST trainer (cpp/src/; its functions are defined in cpp/src/c_api.cpp).
+/* phasebench.h: the C ABI of the C++ trainers, MNIST's and the regression program's (cpp/src/; its functions are
+ * defined in cpp/src/c_api.cpp).
  * Test-only entry points live in phasebench_testing.h, outside this production ABI.
  *
  * Every function returns PB_OK or PB_ERROR, but pb_last_error, which returns the message: on PB_ERROR it holds one
@@ -19,7 +20,7 @@ extern "C" {
 #define PB_ERROR 1
 /* Bumped whenever a struct or a signature below changes: phasebench/worker/cpp_lib.py refuses a library whose
  * pb_abi_version() differs (or that lacks it), instead of misreading memory. */
-#define PB_ABI_VERSION 9
+#define PB_ABI_VERSION 10
 
 /* A session: one model, optimizer and data loader. Its handle is a token (a slot and a generation), never an
  * address; 0 is no session, and a destroyed session's token stays refused. */
@@ -208,6 +209,53 @@ int pb_dist_attach(pb_session session, const char* group_name);
 /* `steps` training steps as the phase train_step runs them (loading and copying the shard, the step, its log line
  * when due), each timed alone: step_ns[i] is step i's time. */
 int pb_dist_steps(pb_session session, int64_t steps, int64_t* step_ns);
+
+/* pytorch/examples' regression program (cpp/src/regression.cpp; docs/method.md#the-regression-program), added in
+ * ABI 10: a polynomial of degree 4 fitted by torch::nn::Linear(4, 1) with torch::smooth_l1_loss and
+ * torch::optim::SGD(0.1), its step cut into the phases pb_regression_phase_names lists. A regression trainer's
+ * handle is a token as a session's is, from a table of its own: a session's handle is refused here, and this one
+ * by the session functions. */
+typedef uint64_t pb_regression;
+
+typedef struct {
+    int64_t struct_size;  /* sizeof(pb_regression_options) as the caller knows it; another size is refused */
+    const char* device;   /* "cpu", "cuda" or "cuda:N"; NULL is "cpu" */
+    int32_t threads;      /* intra-op threads; 0 keeps LibTorch's default */
+    int64_t seed;         /* torch::manual_seed, before the target polynomial and the model are drawn */
+    int64_t batch_size;   /* 32 as published */
+} pb_regression_options;
+
+int pb_regression_create(const pb_regression_options* options, pb_regression* out);
+/* Refused ("regression busy") while another thread's call is using it. */
+int pb_regression_destroy(pb_regression trainer);
+
+/* Comma-separated phase names, in the order a step runs them. */
+int pb_regression_phase_names(pb_regression trainer, char* buffer, int64_t capacity);
+
+/* Release what the last round left, run the step's phases before this one untimed (zero_grad's round first gives
+ * the model gradients to zero where it has none), then time its body as pb_run_phase does. checks: 1 makes the
+ * product (pb_result: shape, finite and loss, and the checks the phase has), 0 none (every field but the CPU times
+ * and page faults unset, as with pb_set_round_checks off); any other value is refused. */
+int pb_regression_run_phase(pb_regression trainer, const char* phase, int32_t checks, int64_t* duration_ns,
+                            pb_result* result);
+
+/* The median time of the empty phase for this trainer's device. */
+int pb_regression_timer_floor(pb_regression trainer, int64_t* duration_ns);
+
+/* `steps` whole steps (every phase in order); losses[i] is step i's loss. */
+int pb_regression_train_steps(pb_regression trainer, int64_t steps, double* losses);
+
+/* The loss the last step (or loss_item round) read; NaN before any. */
+int pb_regression_last_loss(pb_regression trainer, double* loss);
+
+/* The model's parameters as one flat float32 buffer (the weight's 4 values, then the bias). */
+int pb_regression_param_count(pb_regression trainer, int64_t* count);
+int pb_regression_get_params(pb_regression trainer, float* values, int64_t count);
+
+/* The last batch drawn: `rows` rows of 4 features (x, x^2, x^3, x^4) and their targets; room for `capacity` rows.
+ * rows is 0 where no batch is held. */
+int pb_regression_get_batch(pb_regression trainer, float* features, float* targets, int64_t capacity,
+                            int64_t* rows);
 
 #pragma GCC visibility pop
 

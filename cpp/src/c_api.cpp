@@ -1,5 +1,5 @@
 // c_api.cpp: the C ABI of include/phasebench.h. Each function runs its body inside guarded() and takes its
-// session through session_of() (c_api.h), then asks the trainer.
+// session through session_of() (a regression trainer through regression_of(); c_api.h), then asks the trainer.
 #include "c_api.h"
 
 #include <ATen/Context.h>
@@ -304,6 +304,102 @@ int pb_dist_steps(pb_session session, int64_t steps, int64_t* step_ns) {
     if (steps < 0) throw std::invalid_argument("a negative number of steps");
     const auto ns = held->trainer.timed_steps(steps);
     std::copy(ns.begin(), ns.end(), step_ns);
+  });
+}
+
+// -- the regression program (regression.h) ------------------------------------------------------------------------
+
+int pb_regression_create(const pb_regression_options* options, pb_regression* out) {
+  return guarded([&] {
+    require(options, "options");
+    require(out, "output handle");
+    if (options->struct_size != static_cast<int64_t>(sizeof(pb_regression_options)))
+      throw std::invalid_argument("pb_regression_options of " + std::to_string(options->struct_size) +
+                                  " bytes, this library's has " + std::to_string(sizeof(pb_regression_options)) +
+                                  ": the bindings and the library come from different sources");
+    *out = 0;
+    *out = add_regression(std::make_shared<RegressionTrainer>(*options));
+  });
+}
+
+// Refused ("regression busy") while another call is using it.
+int pb_regression_destroy(pb_regression trainer) {
+  return guarded([&] { remove_regression(trainer); });
+}
+
+int pb_regression_phase_names(pb_regression trainer, char* buffer, int64_t capacity) {
+  return guarded([&] { copy_out(joined(regression_of(trainer)->phase_names()), buffer, capacity); });
+}
+
+int pb_regression_run_phase(pb_regression trainer, const char* phase, int32_t checks, int64_t* duration_ns,
+                            pb_result* result) {
+  return guarded([&] {
+    const auto held = regression_of(trainer);
+    require(phase, "phase name");
+    require(duration_ns, "duration output");
+    if (checks != 0 && checks != 1)
+      throw std::invalid_argument("round checks " + std::to_string(checks) + ": 1 (on) or 0 (off)");
+    *duration_ns = held->run_phase(phase, checks == 1, result).ns;
+  });
+}
+
+int pb_regression_timer_floor(pb_regression trainer, int64_t* duration_ns) {
+  return guarded([&] {
+    const auto held = regression_of(trainer);
+    require(duration_ns, "duration output");
+    *duration_ns = held->timer_floor();
+  });
+}
+
+int pb_regression_train_steps(pb_regression trainer, int64_t steps, double* losses) {
+  return guarded([&] {
+    const auto held = regression_of(trainer);
+    require(losses, "loss buffer");
+    if (steps < 0) throw std::invalid_argument("a negative number of steps");
+    for (int64_t i = 0; i < steps; ++i) losses[i] = held->step();
+  });
+}
+
+int pb_regression_last_loss(pb_regression trainer, double* loss) {
+  return guarded([&] {
+    const auto held = regression_of(trainer);
+    require(loss, "loss output");
+    *loss = held->last_loss();
+  });
+}
+
+int pb_regression_param_count(pb_regression trainer, int64_t* count) {
+  return guarded([&] {
+    const auto held = regression_of(trainer);
+    require(count, "count output");
+    *count = 0;
+    for (const auto& p : held->parameters()) *count += p.numel();
+  });
+}
+
+int pb_regression_get_params(pb_regression trainer, float* values, int64_t count) {
+  return guarded([&] { copy_params_out(checked_params(regression_of(trainer)->parameters(), values, count), values); });
+}
+
+int pb_regression_get_batch(pb_regression trainer, float* features, float* targets, int64_t capacity,
+                            int64_t* rows) {
+  return guarded([&] {
+    const auto held = regression_of(trainer);
+    require(features, "feature buffer");
+    require(targets, "target buffer");
+    require(rows, "row count output");
+    if (!held->features().defined()) {
+      *rows = 0;
+      return;
+    }
+    const auto x = held->features().detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    const auto y = held->targets().detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    const int64_t n = x.size(0);
+    if (n > capacity)
+      throw std::length_error("batch of " + std::to_string(n) + " rows, room for " + std::to_string(capacity));
+    std::memcpy(features, x.data_ptr<float>(), x.numel() * sizeof(float));
+    std::memcpy(targets, y.data_ptr<float>(), y.numel() * sizeof(float));
+    *rows = n;
   });
 }
 

@@ -1,8 +1,11 @@
-// c_api.h: what the C ABI's definitions share (c_api.cpp, testing.cpp, count.cpp): the session behind a handle, and the
+// c_api.h: what the C ABI's definitions share (c_api.cpp, testing.cpp, count.cpp): the object behind a handle, and the
 // exception wall. Every extern "C" function runs its body inside guarded(), so that no C++ exception crosses
-// the ABI, and takes its session through session_of(), so that a bad handle is an error, not a crash.
+// the ABI, and takes its session through session_of() (a regression trainer through regression_of()), so that a bad
+// handle is an error, not a crash.
 #pragma once
 
+#include "handles.h"
+#include "regression.h"
 #include "trainer.h"
 
 #include <c10/util/Exception.h>
@@ -38,10 +41,14 @@ int guarded(F&& f) noexcept {
   return PB_ERROR;
 }
 
-// sessions.cpp: a new session's handle; the session a handle names, held for one call; pb_destroy's removal.
+// sessions.cpp: a new session's handle; the session a handle names, held for one call; pb_destroy's removal. The
+// same for the regression trainers, in a table of their own (pb_regression_create, pb_regression_destroy).
 pb_session add_session(std::shared_ptr<Session> session);
 std::shared_ptr<Session> session_of(pb_session handle);
 void remove_session(pb_session handle);
+pb_regression add_regression(std::shared_ptr<RegressionTrainer> trainer);
+std::shared_ptr<RegressionTrainer> regression_of(pb_regression handle);
+void remove_regression(pb_regression handle);
 
 template <class T>
 void require(T* pointer, const char* name) {

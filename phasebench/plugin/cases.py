@@ -11,8 +11,9 @@ from typing import NamedTuple
 
 import pytest
 
-from phasebench import registry
+from phasebench import programs, registry
 from phasebench.registry import DEVICES
+from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 
 RUN_ORDER = pytest.StashKey[int]()  # a per-phase case's place in its phase's run order (run_orders)
 
@@ -78,11 +79,14 @@ def per_phase_case(params: dict) -> bool:
 def pytest_generate_tests(metafunc):
     """Every test that takes `impl` and `device` runs per selected implementation (--impl) and device, and
     per workload (--width, --batch-size) where it takes `workload`; test_phase per phase of the
-    implementation (the registry says which); test_concurrent_jobs per --jobs N and test_ensemble per
-    --models M, for the implementations that run them (Implementation.runs_in). Ids read
-    phase-impl-device[-N], as before workloads existed, with -wW-bB for other workloads, so saved baselines
-    of the published workload still compare."""
-    names = [name for name in ("phase", "impl", "device", "jobs", "models", "world_size", "workload")
+    implementation (the registry says which) for the seed's program, and per phase of each other program --program
+    selects (phasebench/programs.py: the published workload's cases, of the implementations that run it); a test
+    that takes `program` per other program selected (ids PROGRAM-impl-device);
+    test_concurrent_jobs per --jobs N and test_ensemble per --models M, for the implementations that run them
+    (Implementation.runs_in). Ids read phase-impl-device[-N], as before workloads existed, with -wW-bB for other
+    workloads, so saved baselines of the published workload still compare; another program's phase reads
+    PROGRAM:PHASE. A test that takes no `phase` is the seed program's: it has cases only where that is selected."""
+    names = [name for name in ("phase", "program", "impl", "device", "jobs", "models", "world_size", "workload")
              if name in metafunc.fixturenames]
     if not {"impl", "device"} <= set(names):
         return
@@ -90,35 +94,54 @@ def pytest_generate_tests(metafunc):
     counts = {"jobs": lambda device: settings.jobs[device], "models": lambda device: settings.models,
               "world_size": lambda device: settings.world_sizes}
     count_name = next((name for name in counts if name in names), None)
-    cases, ids = [], []
+    chosen = [programs.program(name) for name in settings.programs]
+    if "program" in names:  # a test of the other programs' own (their training run): one case a program
+        chosen = [found for found in chosen if not found.is_default]
+    elif "phase" not in names:
+        chosen = [found for found in chosen if found.is_default]
     # Workload outermost: a sweep runs one workload after another, so that the pooled workers of a workload
-    # are done with (and stopped, conftest.py) before the next workload's start.
-    for workload in (settings.workloads if "workload" in names else (None,)):
+    # are done with (and stopped, conftest.py) before the next workload's start. Another program's cases come once,
+    # on the published workload, after the seed's.
+    runs = [(workload, found) for found in chosen if found.is_default
+            for workload in (settings.workloads if "workload" in names else (None,))]
+    runs += [(DEFAULT_WORKLOAD if "workload" in names else None, found) for found in chosen if not found.is_default]
+    cases, ids = [], []
+    for workload, found in runs:
         for impl_name in settings.impls:
             impl = registry.get(impl_name)
-            if not impl.runs_in(names):
+            if not impl.runs_in(names) or not found.runs(impl):
                 continue
-            for phase in (impl.phases if "phase" in names else (None,)):
+            for phase in (found.case_phases(impl) if "phase" in names else (None,)):
                 for device in DEVICES:
                     # a case it cannot have at all is not made (docs/usage.md#run-skip-or-deselect)
                     if impl.absent_reason(device):
                         continue
                     for count in (counts[count_name](device) if count_name else (None,)):
-                        values = {"phase": phase, "impl": impl_name, "device": device, "workload": workload,
-                                  count_name: count}
+                        values = {"phase": phase, "program": found.name, "impl": impl_name, "device": device,
+                                  "workload": workload, count_name: count}
                         cases.append(pytest.param(*(values[name] for name in names)))
-                        ids.append("-".join([part for part in (phase, impl_name, device) if part]
+                        named = found.name if "program" in names else None
+                        ids.append("-".join([part for part in (phase, named, impl_name, device) if part]
                                             + ([f"world{count}" if count_name == "world_size" else str(count)]
                                                if count else [])
                                             + ([workload.id] if workload and workload.id else [])))
     metafunc.parametrize(names, cases, ids=ids)
 
 
+def not_selected_program(item, settings) -> bool:
+    """A test of implementations that takes neither `phase` nor `program` is the seed program's: --program without it
+    deselects it."""
+    if programs.DEFAULT_PROGRAM in settings.programs or "impl" not in getattr(item, "fixturenames", ()):
+        return False
+    params = getattr(item, "callspec", None) and item.callspec.params or {}
+    return "phase" not in params and "program" not in params
+
+
 def pytest_collection_modifyitems(config, items):
     """What an explicit choice excludes is deselected, not skipped (docs/usage.md#run-skip-or-deselect): the cases
     of devices --device leaves out, the selections a benchmark run was not asked for (the suite's, selections()),
-    under --benchmark-only the tests that are not benchmarks, and under --count everything but the per-phase cases
-    (per_phase_case: the only ones it counts). cuda cases of the default devices stay, and skip
+    under --benchmark-only the tests that are not benchmarks, under --count everything but the per-phase cases
+    (per_phase_case: the only ones it counts), and the seed program's tests where --program leaves it out. cuda cases of the default devices stay, and skip
     with their reason where no GPU is usable."""
     settings = config.phasebench
     only_benchmarks = config.getoption("benchmark_only", False)
@@ -129,7 +152,7 @@ def pytest_collection_modifyitems(config, items):
         params = getattr(item, "callspec", None) and item.callspec.params or {}
         name = getattr(item, "originalname", None)
         excluded = params.get("device", settings.devices[0]) not in settings.devices or name in left_out \
-            or (settings.count is not None and not per_phase_case(params))
+            or (settings.count is not None and not per_phase_case(params)) or not_selected_program(item, settings)
         not_a_benchmark = only_benchmarks and "benchmark" not in getattr(item, "fixturenames", ())
         (deselected if excluded or not_a_benchmark else kept).append(item)
     if deselected:
@@ -143,14 +166,16 @@ def run_order(seed: int, phase: str, device: str, workload: str, present: list[s
     """The order in which the implementations `present` run `phase` on `device` and `workload` (its id): a random
     permutation drawn from the run's seed, the same for the same seed whatever else the run selects (each draw is
     seeded by the seed and the case's names, never by what was drawn before it). Which implementation runs first is
-    dealt from a shuffled deck per device and workload, a fresh shuffle of `impls` every len(impls) phases in the
-    phases' own order, so that over the phases each runs first about as often as any other and neither always follows
+    dealt from a shuffled deck per device, workload and program, a fresh shuffle of `impls` every len(impls) phases in
+    the order its program's step runs them (phasebench/programs.py phase_place), so that over the phases each runs first about as often as any other and neither always follows
     the other (what the fixed rotation of earlier runs guaranteed); the others follow in a random order."""
     from phasebench.spec import ONE_SHOT_PHASES, TRAINING_PHASES
 
-    phases = TRAINING_PHASES + ONE_SHOT_PHASES
-    index = phases.index(phase) if phase in phases else 0
-    deck, dealer = [], random.Random(f"phasebench run order {seed} {device} {workload}")
+    index = programs.phase_place(phase, TRAINING_PHASES + ONE_SHOT_PHASES)
+    # Each program's phases are dealt from a deck of their own (the seed's as before programs existed).
+    of = programs.split_case_phase(phase)[0]
+    deck, dealer = [], random.Random(f"phasebench run order {seed} {device} {workload}"
+                                     + ("" if of.is_default else f" {of.name}"))
     while len(deck) <= index:
         deck += dealer.sample(impls, len(impls))
     rest = random.Random(f"phasebench run order {seed} {phase} {device} {workload}").sample(present, len(present))

@@ -12,6 +12,7 @@ from phasebench import registry, schema
 from phasebench.plugin import calibration
 from phasebench.plugin.pairing import PAIRED_WITH
 from phasebench.plugin.session import PhasebenchSession
+from phasebench.programs import DEFAULT_PROGRAM, split_case_phase
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload
 from phasebench.utilization import CaseWatch
@@ -84,12 +85,15 @@ def cpp_plain_program(cpp_library) -> str:
 
 
 def pool_key(item) -> tuple | None:
-    """The (implementation, device, workload) of the pooled worker a collected test asks for, where its
-    parameters say so; None for a test that asks for no pooled worker or names its own."""
+    """The (implementation, device, workload, program) of the pooled worker a collected test asks for, where its
+    parameters say so (a per-phase case's program is its phase's: phasebench/programs.py split_case_phase); None for
+    a test that asks for no pooled worker or names its own."""
     params = getattr(item, "callspec", None) and item.callspec.params or {}
     if "worker_for" not in getattr(item, "fixturenames", ()) or not {"impl", "device"} <= params.keys():
         return None
-    return params["impl"], params["device"], params.get("workload") or DEFAULT_WORKLOAD
+    program = split_case_phase(params["phase"])[0].name if params.get("phase") else params.get("program",
+                                                                                                DEFAULT_PROGRAM)
+    return params["impl"], params["device"], params.get("workload") or DEFAULT_WORKLOAD, program
 
 
 def last_users(items) -> dict:
@@ -114,20 +118,23 @@ def last_user(request) -> dict:
     return last_users(request.session.items)
 
 
-def spawner(settings: PhasebenchSession, impl: str, device: str, options: dict, library: str | None):
+def spawner(settings: PhasebenchSession, impl: str, device: str, options: dict, library: str | None,
+            program: str = DEFAULT_PROGRAM):
     """A Worker of the session's worker program, not started yet: calling it starts one."""
     return partial(Worker, impl, device, options, settings.round_timeout, library, module=settings.worker_module,
-                   conditions=settings.conditions)
+                   conditions=settings.conditions, program=program)
 
 
 @pytest.fixture(scope="session")
 def worker_pool(settings, tmp_path_factory):
     logs = tmp_path_factory.mktemp("progress-logs")
 
-    def make(impl: str, device: str, workload: Workload, library: str | None, slot: int) -> Worker:
-        log = logs / f"{'-'.join(filter(None, (impl, device, workload.id, f'slot{slot}' if slot else '')))}.log"
-        options = settings.worker_options(device, log_path=str(log), impl=impl, workload=workload)
-        return spawner(settings, impl, device, options, library)()
+    def make(impl: str, device: str, workload: Workload, library: str | None, slot: int,
+             program: str = DEFAULT_PROGRAM) -> Worker:
+        of = "" if program == DEFAULT_PROGRAM else program
+        log = logs / f"{'-'.join(filter(None, (of, impl, device, workload.id, f'slot{slot}' if slot else '')))}.log"
+        options = settings.worker_options(device, log_path=str(log), impl=impl, workload=workload, program=program)
+        return spawner(settings, impl, device, options, library, program)()
 
     pool = WorkerPool(make)
     yield pool
@@ -154,17 +161,19 @@ def say_replaced(request, fresh: str, replaced: str) -> None:
 
 @pytest.fixture
 def worker_for(request, settings, worker_pool, last_user):
-    """worker_for(impl, device, workload=the published one, slot=0): the long-lived worker for that case (slot 0, or
-    another of its key's, which a paired phase rotates its sweeps through), skipping what cannot run here. After the last test of the run that asks for that worker, it is stopped. A worker that
+    """worker_for(impl, device, workload=the published one, slot=0, program=the seed's): the long-lived worker for
+    that case (slot 0, or another of its key's, which a paired phase rotates its sweeps through), skipping what cannot
+    run here. After the last test of the run that asks for that worker, it is stopped. A worker that
     replaced a dead one says so on the terminal, and in the case's `worker_replaced` where the test is a benchmark."""
     asked = set()
     fixtures = threading.Lock()  # a paired phase starts its workers from threads; pytest's fixtures are not for them
 
-    def get(impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD, slot: int = 0) -> Worker:
+    def get(impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD, slot: int = 0,
+            program: str = DEFAULT_PROGRAM) -> Worker:
         with fixtures:
-            asked.add((impl, device, workload))
+            asked.add((impl, device, workload, program))
             library = library_or_skip(request, settings, impl, device)
-        worker = worker_pool.get(impl, device, workload, library, slot)
+        worker = worker_pool.get(impl, device, workload, library, slot, program)
         replaced = worker_pool.take_replaced(worker)
         if replaced:
             with fixtures:
@@ -179,15 +188,17 @@ def worker_for(request, settings, worker_pool, last_user):
 
 @pytest.fixture
 def new_worker(request, settings, tmp_path):
-    """new_worker(impl, device, workload=the published one, **options) -> spawn: each spawn() starts a worker
-    process of that case of its own, made as the pool's are but for `options` (trainer options such as
-    threads or log_path), that the caller stops; skips what cannot run here."""
+    """new_worker(impl, device, workload=the published one, program=the seed's, **options) -> spawn: each spawn()
+    starts a worker process of that case of its own, made as the pool's are but for `options` (trainer options such
+    as threads or log_path), that the caller stops; skips what cannot run here."""
 
-    def make(impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD, **overrides):
+    def make(impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD, program: str = DEFAULT_PROGRAM,
+             **overrides):
         library = library_or_skip(request, settings, impl, device)
-        options = settings.worker_options(device, log_path=str(tmp_path / f"{impl}-{device}.log"), impl=impl,
-                                          workload=workload)
-        return spawner(settings, impl, device, options | overrides, library)
+        of = "" if program == DEFAULT_PROGRAM else f"{program}-"
+        options = settings.worker_options(device, log_path=str(tmp_path / f"{of}{impl}-{device}.log"), impl=impl,
+                                          workload=workload, program=program)
+        return spawner(settings, impl, device, options | overrides, library, program)
 
     return make
 

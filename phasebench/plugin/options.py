@@ -8,6 +8,7 @@ from __future__ import annotations
 from phasebench import data, registry
 from phasebench.plugin.pairing import PAIR_WORKERS
 from phasebench.plugin.session import DEFAULT_JOBS, DEFAULT_MODELS
+from phasebench.programs import DEFAULT_PROGRAM, PROGRAMS
 
 
 def _sizes(sizes) -> str:
@@ -19,6 +20,11 @@ def pytest_addoption(parser):
     group.addoption("--impl", default=None, metavar="NAME[,NAME...]",
                     help=f"implementations to run, comma-separated, or all: {', '.join(registry.NAMES)} "
                          f"(default: {','.join(registry.DEFAULT_IMPLS)}, the published pair)")
+    group.addoption("--program", default=DEFAULT_PROGRAM, metavar="NAME[,NAME...]",
+                    help=f"programs to run, comma-separated: {', '.join(PROGRAMS)} (default: %(default)s, the seed's "
+                         f"program; another program's phases are cases of the implementations without a reference, "
+                         f"named PROGRAM:PHASE, on the published workload: --width and --batch-size are the default "
+                         f"program's; docs/architecture.md#adding-a-program)")
     group.addoption("--width", default="1", metavar="W[,W...]",
                     help="workload: the Net's hidden sizes multiplied by W, comma-separated (default: %(default)s, as "
                          "published)")

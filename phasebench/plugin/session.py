@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from phasebench import data, registry, utilization
+from phasebench import data, programs, registry, utilization
 from phasebench.plugin import counting, machine, switches
 from phasebench.plugin.cases import Selection, chosen_selections, selections
 from phasebench.plugin.guards import (
@@ -23,6 +23,7 @@ from phasebench.plugin.guards import (
     refused_option,
 )
 from phasebench.plugin.pairing import PAIR_WORKERS
+from phasebench.programs import DEFAULT_PROGRAM
 from phasebench.registry import DEVICES
 from phasebench.repository import ROOT
 from phasebench.results import DEFAULT_STORAGE
@@ -62,6 +63,7 @@ class PhasebenchSession:
     source: data.DataSource | None
     cuda_reason: str | None  # why cuda cases skip; None when a GPU is usable
     pair_workers: int = PAIR_WORKERS  # long-lived workers a side that a paired phase rotates its sweeps through
+    programs: tuple[str, ...] = (DEFAULT_PROGRAM,)  # --program: the programs whose cases the run makes
     machine: dict = field(default_factory=dict)  # machine_info["phasebench"] (phasebench/plugin/machine.py)
     utilization: utilization.Monitor | None = None  # GPU/CPU samplers (phasebench/utilization.py)
     jobs: dict[str, tuple[int, ...]] = field(default_factory=lambda: dict(DEFAULT_JOBS))  # per device (--jobs)
@@ -99,8 +101,13 @@ class PhasebenchSession:
         """A rank's intra-op threads: on cpu the ranks split --threads as concurrent jobs do; on cuda each keeps it."""
         return max(1, self.threads // world_size) if device == "cpu" else self.threads
 
-    def worker_options(self, device: str, log_path: str, impl: str, workload: Workload = DEFAULT_WORKLOAD) -> dict:
-        """What a worker of `impl` on `device` trains: its implementation's pipeline on this workload."""
+    def worker_options(self, device: str, log_path: str, impl: str, workload: Workload = DEFAULT_WORKLOAD,
+                       program: str = DEFAULT_PROGRAM) -> dict:
+        """What a worker of `impl` on `device` trains: its implementation's pipeline on this workload; for a program
+        other than the seed's, that program's trainer of its language (the seed's data, log and workload are the seed
+        program's own)."""
+        if program != DEFAULT_PROGRAM:
+            return {"device": device, "threads": self.threads, "seed": 1, "log_path": log_path}
         options = {"root": self.source.root, "device": device, "threads": self.threads, "seed": 1,
                    "log_path": log_path}
         options |= registry.get(impl).trainer_options() | workload.as_options()
@@ -141,6 +148,10 @@ class PhasebenchSession:
         if refused:
             raise ValueError(refused)
         impls = registry.parse(option("impl") or ",".join(registry.DEFAULT_IMPLS))
+        chosen_programs = programs.parse(option("program"))
+        if option("count") and chosen_programs != (DEFAULT_PROGRAM,):
+            raise ValueError(f"--count counts the seed's program only ({DEFAULT_PROGRAM}); --program "
+                             f"{option('program')} asks for {', '.join(chosen_programs)}")
         simulated = counting.simulation(option)  # --count-i1/-d1/-ll, --count-branches: ValueError where malformed
         if option("count"):
             refused = counting.refusal(option("device"), impls, option("processes"))
@@ -196,7 +207,7 @@ class PhasebenchSession:
                 machine.probe()["threads"], timed=not option("benchmark_disable", False)) if probed else 0),
             rounds=option("rounds"), warmup_rounds=option("warmup_rounds"), round_timeout=option("round_timeout"),
             epochs=option("epochs"), run_rounds=option("run_rounds"), processes=option("processes"),
-            pair_workers=option("pair_workers"), source=source, cuda_reason=cuda_reason, jobs=jobs, models=models, selections=named, extras=chosen_selections(config, named),
+            pair_workers=option("pair_workers"), programs=chosen_programs, source=source, cuda_reason=cuda_reason, jobs=jobs, models=models, selections=named, extras=chosen_selections(config, named),
             world_sizes=world_sizes, dist_timeout=option("dist_timeout"), order_seed=order_seed(config),
             order_seed_from="given" if option("order_seed") is not None else "drawn", switches=switched)
         counted = session._count_instructions(given_options(config), probed, simulated) if option("count") else {}

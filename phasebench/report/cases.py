@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from phasebench import registry, schema
 from phasebench.cpu_windows import THREAD_CPU_MIN_BODY_S
+from phasebench.programs import PROGRAMS, case_phase
 from phasebench.registry import DEVICES
 from phasebench.saved import SavedCase, SavedResult
 from phasebench.spec import LABELS, ONE_SHOT_LABELS, PHASE_LABELS, STEP_IN_RUN, Workload, run_total
@@ -26,6 +27,13 @@ class Phase(NamedTuple):
 
 # The training phases, each a case of its own (test_phase), in order.
 PHASES = tuple(Phase(name, label) for name, label in PHASE_LABELS.items())
+# The phases of the programs beside the seed's (phasebench/programs.py), each a case of its own named PROGRAM:PHASE, in
+# their declared order, labelled "PROGRAM: its label".
+PROGRAM_PHASES = tuple(Phase(case_phase(program.name, name), f"{program.name}: {program.label(name)}")
+                       for program in PROGRAMS.values() if not program.is_default for name in program.phases)
+# Their training runs (bench/test_training_run.py test_program_run), keyed PROGRAM:training_run.
+PROGRAM_RUNS = tuple(Phase(case_phase(program.name, "training_run"), f"{program.name}: Total Time")
+                     for program in PROGRAMS.values() if not program.is_default)
 # What a training run records in phase_total_s, in the published table's order: the training phases but train_step,
 # whose in-loop total (a step replayed whole) is step_in_run (results saved before the name: "train_step", read by
 # phasebench.spec.run_total).

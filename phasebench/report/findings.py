@@ -11,6 +11,8 @@ from phasebench import registry, schema
 from phasebench.report.cases import (
     NOT_RUN,
     PHASES,
+    PROGRAM_PHASES,
+    PROGRAM_RUNS,
     RUN_PHASES,
     UNDECIDED,
     devices_of,
@@ -189,7 +191,7 @@ def answer(result: SavedResult) -> list[tuple[str, list[str]]]:
             if first:
                 lines += textwrap.wrap(first, 100, subsequent_indent="  ") + [""]
             undecided: dict[str, dict] = {}
-            for phase in PHASES:
+            for phase in PHASES + PROGRAM_PHASES:  # rows only for the phases the result holds
                 medians = {impl: median_ms(cases, phase.name, impl, device, workload_id) for impl in pair}
                 paired = {impl: saved_ratio(cases.get((phase.name, impl, device, workload_id))) for impl in pair}
                 if any(value is not None for value in medians.values()):
@@ -198,6 +200,17 @@ def answer(result: SavedResult) -> list[tuple[str, list[str]]]:
             if rows:
                 lines += _aligned([f"phase: median {'instructions ' if counted else ''}per call"]
                                   + [f"{impl} ({unit})" for impl in pair] + ratio_header, rows)
+            rows = []
+            for run in PROGRAM_RUNS:  # the other programs' training runs: Total Time in seconds
+                benches = {impl: cases.get((run.name, impl, device, workload_id)) for impl in pair}
+                values = {impl: bench.median if bench else None for impl, bench in benches.items()}
+                if any(value is not None for value in values.values()):
+                    paired = {impl: saved_ratio(bench) for impl, bench in benches.items()}
+                    rows.append([run.label] + [NOT_RUN if value is None else f"{value:.4f}" for value in values.values()]
+                                + _ratio_cells(values, pairs, paired=paired, label=run.label, undecided=undecided))
+            if rows:
+                lines += ([""] if lines else []) + _aligned(
+                    ["programs' training runs"] + [f"{impl} (s)" for impl in pair] + ratio_header, rows)
             runs = {impl: cases[key] for impl in pair if (key := ("training_run", impl, device, workload_id)) in cases}
             if runs:
                 infos = {impl: bench.info for impl, bench in runs.items()}

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from phasebench import determinism, registry
 from phasebench.phase_round import CountedRound, PhaseRound
+from phasebench.programs import DEFAULT_PROGRAM
 from phasebench.repository import ROOT
 from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
 from phasebench.spec import Workload
@@ -95,8 +96,9 @@ class Worker:
     a module that runs its main() with more requests (the tests' tests/knobs_worker.py)."""
 
     def __init__(self, impl: str, device: str, options: dict, timeout: float, library: str | None = None,
-                 module: str = "phasebench.worker.server", conditions: Conditions | None = None):
-        self.impl, self.device, self.timeout = impl, device, timeout
+                 module: str = "phasebench.worker.server", conditions: Conditions | None = None,
+                 program: str = DEFAULT_PROGRAM):
+        self.impl, self.device, self.timeout, self.program = impl, device, timeout, program
         self.log_path: str | None = options.get("log_path")  # the trainer's published log lines (not self.log)
         self.log = tempfile.NamedTemporaryFile(prefix=f"phasebench-{impl}-{device}-", suffix=".log", delete=False)
         options = dict(options)
@@ -126,7 +128,7 @@ class Worker:
         os.close(write_fd)
         self.replies, self.buffer = read_fd, b""
         try:
-            self.info: protocol.Started = self.request(protocol.Start(options))
+            self.info: protocol.Started = self.request(protocol.Start(options, program))
             # The instruction-count mode: the empty bracket's rounds, read here, outside Valgrind.
             self.count_floors: list[int] | None = None if self.info.count_floor_dumps is None else [
                 counting.read_round(floor.dump, floor.label)["instructions"] for floor in self.info.count_floor_dumps]
@@ -137,7 +139,8 @@ class Worker:
 
     @property
     def name(self) -> str:
-        return f"{self.impl} worker on {self.device}"
+        of = "" if self.program == DEFAULT_PROGRAM else f" of {self.program}"
+        return f"{self.impl} worker{of} on {self.device}"
 
     @property
     def pid(self) -> int:
@@ -346,14 +349,16 @@ class WorkerPool:
     time)."""
 
     def __init__(self, make_worker):
-        self.make_worker = make_worker  # (impl, device, workload, library, slot) -> Worker
-        self.workers: dict[tuple[str, str, Workload, int], Worker] = {}
-        self.failed_starts: dict[tuple[str, str, Workload], str] = {}  # key -> why its start failed
+        # (impl, device, workload, library, slot) -> Worker, with program=NAME for a program other than the seed's
+        self.make_worker = make_worker
+        self.workers: dict[tuple[str, str, Workload, str, int], Worker] = {}
+        self.failed_starts: dict[tuple[str, str, Workload, str], str] = {}  # key -> why its start failed
 
     def get(self, impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD, library: str | None = None,
-            slot: int = 0) -> Worker:
-        """The worker of that key in that slot (0: the one every case shares)."""
-        key = (impl, device, workload)
+            slot: int = 0, program: str = DEFAULT_PROGRAM) -> Worker:
+        """The worker of that key (implementation, device, workload, program) in that slot (0: the one every case
+        shares)."""
+        key = (impl, device, workload, program)
         if key in self.failed_starts:
             raise StartFailed(self.failed_starts[key])
         worker = self.workers.get(key + (slot,))
@@ -364,10 +369,12 @@ class WorkerPool:
                 worker.close()
                 dead = f"{worker.name} (pid {worker.pid}) had died with {describe_exit(worker.process.returncode)}"
             try:
-                worker = self.workers[key + (slot,)] = self.make_worker(impl, device, workload, library, slot)
+                of = {} if program == DEFAULT_PROGRAM else {"program": program}
+                worker = self.workers[key + (slot,)] = self.make_worker(impl, device, workload, library, slot, **of)
                 worker.replaced = dead
             except Exception as error:  # not a Ctrl-C: that stops the run, and says nothing of the worker
-                self.failed_starts[key] = (f"{impl} worker on {device} ({workload.label}) "
+                self.failed_starts[key] = (f"{impl} worker{'' if program == DEFAULT_PROGRAM else ' of ' + program} "
+                                           f"on {device} ({workload.label}) "
                                            f"is not started again: its start failed earlier in this session with "
                                            f"{type(error).__name__}: {error}")
                 raise
@@ -380,10 +387,12 @@ class WorkerPool:
         replaced, worker.replaced = worker.replaced, None
         return replaced
 
-    def release(self, impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD) -> None:
+    def release(self, impl: str, device: str, workload: Workload = DEFAULT_WORKLOAD,
+                program: str = DEFAULT_PROGRAM) -> None:
         """Stop that key's workers now, if they run: no later case needs them (conftest.py), and a sweep of many
         implementations and workloads would otherwise hold their processes until the session ends."""
-        stopping = [self.workers.pop(key) for key in [key for key in self.workers if key[:3] == (impl, device, workload)]]
+        stopping = [self.workers.pop(key) for key in [key for key in self.workers
+                                                      if key[:4] == (impl, device, workload, program)]]
         stop_all(stopping)
 
     def stop_all(self) -> None:

@@ -11,7 +11,7 @@ from array import array
 from phasebench.phase_round import PhaseRound
 
 PB_OK = 0
-PB_ABI_VERSION = 9  # cpp/include/phasebench.h: these bindings' structs and signatures
+PB_ABI_VERSION = 10  # cpp/include/phasebench.h: these bindings' structs and signatures
 IMAGE_FLOATS = 28 * 28
 
 
@@ -36,6 +36,18 @@ class Options(SizedStructure):
         ("loader", ctypes.c_char_p),
         ("step", ctypes.c_char_p),
         ("deterministic", ctypes.c_int32),  # ABI 9
+    ]
+
+
+class RegressionOptions(SizedStructure):
+    """pb_regression_options: the regression program's trainer (ABI 10)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_int64),
+        ("device", ctypes.c_char_p),
+        ("threads", ctypes.c_int32),
+        ("seed", ctypes.c_int64),
+        ("batch_size", ctypes.c_int64),
     ]
 
 
@@ -110,6 +122,7 @@ class CppError(RuntimeError):
 
 
 _SESSION = ctypes.c_uint64  # pb_session: a token, never an address
+_REGRESSION = ctypes.c_uint64  # pb_regression: a token of its own table
 _I64P = ctypes.POINTER(ctypes.c_int64)
 _SIGNATURES = {
     "pb_abi_version": [ctypes.POINTER(ctypes.c_int32)],
@@ -138,6 +151,18 @@ _SIGNATURES = {
     "pb_ensemble_destroy": [_SESSION],
     "pb_dist_attach": [_SESSION, ctypes.c_char_p],
     "pb_dist_steps": [_SESSION, ctypes.c_int64, _I64P],
+    # The regression program (ABI 10).
+    "pb_regression_create": [ctypes.POINTER(RegressionOptions), ctypes.POINTER(_REGRESSION)],
+    "pb_regression_destroy": [_REGRESSION],
+    "pb_regression_phase_names": [_REGRESSION, ctypes.c_char_p, ctypes.c_int64],
+    "pb_regression_run_phase": [_REGRESSION, ctypes.c_char_p, ctypes.c_int32, _I64P, ctypes.POINTER(Result)],
+    "pb_regression_timer_floor": [_REGRESSION, _I64P],
+    "pb_regression_train_steps": [_REGRESSION, ctypes.c_int64, ctypes.POINTER(ctypes.c_double)],
+    "pb_regression_last_loss": [_REGRESSION, ctypes.POINTER(ctypes.c_double)],
+    "pb_regression_param_count": [_REGRESSION, _I64P],
+    "pb_regression_get_params": [_REGRESSION, ctypes.POINTER(ctypes.c_float), ctypes.c_int64],
+    "pb_regression_get_batch": [_REGRESSION, ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_float),
+                                ctypes.c_int64, _I64P],
 }
 # cpp/include/phasebench_testing.h: the testing build's test-only entry points, outside the production ABI.
 TESTING_SIGNATURES = {
@@ -181,6 +206,12 @@ def _bind(lib: ctypes.CDLL, signatures: dict) -> None:
         function.argtypes, function.restype = argtypes, ctypes.c_int
 
 
+def call(lib: ctypes.CDLL, name: str, *args) -> None:
+    """The library's function `name` on these arguments; CppError with its message when it fails."""
+    if getattr(lib, name)(*args) != PB_OK:
+        raise CppError(lib.pb_last_error().decode(errors="replace"))
+
+
 def measured(ns: int) -> int | None:
     """A pb_result clock that is -1 where it was not read (host_cpu_ns and gpu_ns on cpu): None."""
     return None if ns < 0 else ns
@@ -197,6 +228,17 @@ def _product(result: Result) -> dict:
         none = math.isnan(value) if kind is float else value == -1
         product[name] = None if none else kind(value)
     return product
+
+
+def numerics_flags(lib: ctypes.CDLL) -> dict:
+    """The numerics flags in effect in this process's LibTorch, read back through pb_read_numerics (by
+    phasebench/determinism.py's FLAG_NAMES, as the Python trainers report them)."""
+    read = NumericsFlags()
+    call(lib, "pb_read_numerics", ctypes.byref(read))
+    names = ("deterministic_algorithms", "cudnn_deterministic", "cudnn_benchmark", "allow_tf32_cudnn",
+             "allow_tf32_matmul")
+    workspace = read.cublas_workspace_config.decode() if read.cublas_workspace_config_set else None
+    return {name: bool(getattr(read, name)) for name in names} | {"cublas_workspace_config": workspace}
 
 
 class CppTrainer:
@@ -218,8 +260,7 @@ class CppTrainer:
 
     def call(self, name: str, *args) -> None:
         """The library's function `name` on these arguments; CppError with its message when it fails."""
-        if getattr(self.lib, name)(*args) != PB_OK:
-            raise CppError(self.lib.pb_last_error().decode(errors="replace"))
+        call(self.lib, name, *args)
 
     def _text(self, name: str) -> str:
         buffer = ctypes.create_string_buffer(4096)
@@ -242,12 +283,7 @@ class CppTrainer:
     def flags(self) -> dict:
         """The numerics flags in effect in this process's LibTorch, read back through pb_read_numerics (by
         phasebench/determinism.py's FLAG_NAMES, as the Python trainer reports them)."""
-        read = NumericsFlags()
-        self.call("pb_read_numerics", ctypes.byref(read))
-        names = ("deterministic_algorithms", "cudnn_deterministic", "cudnn_benchmark", "allow_tf32_cudnn",
-                 "allow_tf32_matmul")
-        workspace = read.cublas_workspace_config.decode() if read.cublas_workspace_config_set else None
-        return {name: bool(getattr(read, name)) for name in names} | {"cublas_workspace_config": workspace}
+        return numerics_flags(self.lib)
 
     def set_round_checks(self, on: bool) -> None:
         """pb_set_round_checks: whether the session's rounds do what proves their work."""
@@ -359,3 +395,71 @@ class CppTrainer:
         peak = ctypes.c_int64()
         self.call("pb_peak_device_memory", self.handle, ctypes.byref(peak))
         return None if peak.value < 0 else peak.value
+
+
+class CppRegressionTrainer:
+    """The regression program's C++ trainer (cpp/src/regression.cpp) behind the methods of
+    phasebench.train.regression.RegressionTrainer."""
+
+    def __init__(self, lib: ctypes.CDLL, device: str = "cpu", seed: int = 1, threads: int = 0, batch_size: int = 32):
+        self.lib, self.batch_size, self.threads_asked = lib, batch_size, threads
+        self.handle = _REGRESSION()
+        call(lib, "pb_regression_create", ctypes.byref(RegressionOptions(device.encode(), threads, seed, batch_size)),
+             ctypes.byref(self.handle))
+
+    def close(self) -> None:
+        if self.handle.value:
+            call(self.lib, "pb_regression_destroy", self.handle)
+            self.handle = _REGRESSION()
+
+    def threads(self) -> int:
+        """The intra-op threads it was created with (pb_regression_create sets LibTorch's to them; 0: LibTorch's
+        default, which the C ABI does not read back for this trainer)."""
+        return self.threads_asked
+
+    def flags(self) -> dict:
+        return numerics_flags(self.lib)
+
+    def phase_names(self) -> list[str]:
+        buffer = ctypes.create_string_buffer(4096)
+        call(self.lib, "pb_regression_phase_names", self.handle, buffer, len(buffer))
+        return buffer.value.decode().split(",")
+
+    def run_phase(self, name: str, checks: bool = True) -> PhaseRound:
+        """One round of `name`, as RegressionTrainer.run_phase."""
+        ns, result = ctypes.c_int64(), Result()
+        call(self.lib, "pb_regression_run_phase", self.handle, name.encode(), int(checks), ctypes.byref(ns),
+             ctypes.byref(result))
+        product = _product(result) if checks else {"checks": "off"}
+        return PhaseRound(ns.value, result.cpu_ns, result.thread_cpu_ns, product, result.minor_faults,
+                          result.major_faults, measured(result.host_cpu_ns), measured(result.gpu_ns))
+
+    def timer_floor(self) -> int:
+        ns = ctypes.c_int64()
+        call(self.lib, "pb_regression_timer_floor", self.handle, ctypes.byref(ns))
+        return ns.value
+
+    def train_steps(self, steps: int) -> list[float]:
+        losses = (ctypes.c_double * max(steps, 1))()
+        call(self.lib, "pb_regression_train_steps", self.handle, steps, losses)
+        return list(losses[:steps])
+
+    def last_loss(self) -> float | None:
+        loss = ctypes.c_double()
+        call(self.lib, "pb_regression_last_loss", self.handle, ctypes.byref(loss))
+        return None if math.isnan(loss.value) else loss.value
+
+    def parameters(self) -> list[float]:
+        """The weight's 4 values, then the bias."""
+        count = ctypes.c_int64()
+        call(self.lib, "pb_regression_param_count", self.handle, ctypes.byref(count))
+        values = (ctypes.c_float * count.value)()
+        call(self.lib, "pb_regression_get_params", self.handle, values, count.value)
+        return list(values)
+
+    def batch(self) -> tuple[list[float], list[float]]:
+        """The last batch drawn: its features (row by row) and targets; empty where none is held."""
+        capacity = self.batch_size
+        features, targets, rows = (ctypes.c_float * (4 * capacity))(), (ctypes.c_float * capacity)(), ctypes.c_int64()
+        call(self.lib, "pb_regression_get_batch", self.handle, features, targets, capacity, ctypes.byref(rows))
+        return list(features[: 4 * rows.value]), list(targets[: rows.value])

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from phasebench.phase_round import CountDump, PhaseRound
+from phasebench.programs import DEFAULT_PROGRAM
 
 ReplyType = TypeVar("ReplyType")
 
@@ -263,6 +264,8 @@ class EnsembleReply:
 @request_type("start", Started)
 class Start(Request):
     options: dict
+    # The program whose trainer the worker builds (phasebench/programs.py); the seed's builds its implementation's.
+    program: str = DEFAULT_PROGRAM
 
 
 @request_type("stop", Ok)

@@ -23,6 +23,7 @@ import time
 from array import array
 from collections.abc import Callable
 
+from phasebench import programs
 from phasebench.fitness import run_and_wait_ns
 from phasebench.phase_round import PhaseRound
 from phasebench.spec import TRAINING_PHASES
@@ -100,6 +101,61 @@ class CppAdapter:
 
     def ensemble_params(self, member: int) -> bytes:
         return self.trainer.ensemble_params(member).tobytes()
+
+
+class ProgramAdapter:
+    """The worker of a program other than the seed's (phasebench/programs.py): its trainer of the worker's language,
+    built from the start's options, serving its phases. The program's imports (torch and its trainer's module, or
+    LibTorch through the suite's library) are loaded before the set-up's clock, as the seed's are."""
+
+    def __init__(self, name: str, language: str, options: dict, library: str | None):
+        begun = time.perf_counter_ns()
+        options = dict(options)
+        self.log_path = options.pop("log_path", None)  # where a training run's last line goes (train)
+        trainer_class = programs.program(name).step_trainer(language)  # imports its module (torch, in Python)
+        if language == "cpp":
+            from phasebench.worker import cpp_lib
+
+            lib = cpp_lib.load(library)
+            build = lambda: trainer_class(lib, **options)  # noqa: E731
+        else:
+            build = lambda: trainer_class(**options)  # noqa: E731
+        self.program = name
+        self.trainer, self.setup_ns, self.startup_parts_ns = set_up(build, options, begun)
+
+    def phase_names(self):
+        return self.trainer.phase_names()
+
+    def train(self, max_steps: int = 0) -> tuple[int, int, int, float | None]:
+        """A training run of the program as the suite runs it (docs/method.md#the-regression-program): its fixed
+        step count (or max_steps, a check's), the steps untimed inside, its loop on this process's clock around the
+        trainer's one call, alike in both languages; then, outside the loop's clock, the last step's loss written to
+        the log file where the worker has one. Returns (steps, loop ns, process CPU ns across the loop, last loss)."""
+        steps = max_steps or programs.program(self.program).run_steps
+        cpu_start, start = time.process_time_ns(), time.perf_counter_ns()
+        losses = self.trainer.train_steps(steps)
+        loop_ns, cpu_ns = time.perf_counter_ns() - start, time.process_time_ns() - cpu_start
+        last = losses[-1] if losses else None
+        if self.log_path:
+            with open(self.log_path, "a") as log:
+                log.write(f"Loss: {last:.6f} after {steps} batches\n")
+        return steps, loop_ns, cpu_ns, last
+
+    # What the seed's workers answer beyond phases and steps: a clear error, not an AttributeError's trace.
+    def refuse(self, what: str):
+        raise ValueError(f"the {self.program} program's worker has no {what}: it times phases and trains steps")
+
+    def get_params(self) -> bytes:
+        self.refuse("'get_params'")
+
+    def set_params(self, data: bytes):
+        self.refuse("'set_params'")
+
+    def batch_at(self, index: int):
+        self.refuse("'batch'")
+
+    def ensemble_params(self, member: int) -> bytes:
+        self.refuse("ensembles")
 
 
 def capability() -> str | None:
@@ -219,8 +275,11 @@ class Server:
             self.adapter = None
         args = self.args
         self.before_trainer()
-        self.adapter = (PythonAdapter(request.options) if args.language == "python"
-                        else CppAdapter(request.options, args.library))
+        if request.program != programs.DEFAULT_PROGRAM:
+            self.adapter = ProgramAdapter(request.program, args.language, request.options, args.library)
+        else:
+            self.adapter = (PythonAdapter(request.options) if args.language == "python"
+                            else CppAdapter(request.options, args.library))
         self.started()
         pins = floor_dumps = cpu_capability = None
         if self.pinned:
@@ -368,6 +427,12 @@ class Server:
     @answers(protocol.Train)
     def train(self, request: protocol.Train) -> protocol.Run:
         trainer, setup_ns = self.trainer, self.adapter.setup_ns
+        if isinstance(self.adapter, ProgramAdapter):  # another program's run: its loop whole, no phase timers
+            (steps, loop_ns, cpu_ns, _), clock = on_the_shared_clock(lambda: self.adapter.train(request.max_steps))
+            return protocol.Run(phase_ns={}, steps=steps, loop_ns=loop_ns, phase_cpu_ns=cpu_ns, setup_ns=setup_ns,
+                                program_ns=setup_ns + loop_ns,
+                                peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                                peak_device_bytes=None, **clock)
         (totals, steps, loop_ns, cpu_ns), clock = on_the_shared_clock(
             lambda: trainer.train(request.epochs, request.synchronize, request.max_steps))
         # The published Total Time: the program from before its dataset is opened to its last step.

@@ -1,0 +1,176 @@
+// regression.cpp: pytorch/examples' cpp/regression program as the suite times it (regression.h): its draws, its
+// model and optimizer, its one table of phases (what each times and produces), and the round that times one.
+#include "regression.h"
+
+#include "checks.h"
+#include "trainer.h"  // resolve_device
+
+#include <algorithm>
+#include <stdexcept>
+#include <tuple>
+
+namespace phasebench {
+
+namespace {
+
+torch::Device regression_device(const char* name) {
+  torch::Device device(name ? name : "cpu");
+  if (device.is_cuda() && !torch::cuda::is_available())
+    throw std::runtime_error("device " + device.str() + " requested but CUDA is not available");
+  return resolve_device(device);
+}
+
+// The columns x, x^2, x^3, x^4 of one batch of points.
+torch::Tensor polynomial_features(const torch::Tensor& points) {
+  const auto column = points.unsqueeze(1);
+  std::vector<torch::Tensor> powers;
+  for (int64_t power = 1; power <= kPolynomialDegree; ++power) powers.push_back(column.pow(power));
+  return torch::cat(powers, 1);
+}
+
+bool regression_finite(const torch::Tensor& t) { return t.defined() && torch::isfinite(t).all().item<bool>(); }
+
+int32_t regression_nonzero(const std::vector<torch::Tensor>& tensors) {
+  int32_t n = 0;
+  for (const auto& t : tensors) n += t.defined() && t.ne(0).any().item<bool>();
+  return n;
+}
+
+std::vector<torch::Tensor> gradients_of(const std::vector<torch::Tensor>& parameters) {
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : parameters) grads.push_back(p.grad());
+  return grads;
+}
+
+}  // namespace
+
+RegressionTrainer::RegressionTrainer(const pb_regression_options& options)
+    : device_(regression_device(options.device)),
+      events_(device_.is_cuda() ? std::make_unique<BodyEvents>(device_) : nullptr),
+      batch_size_(options.batch_size) {
+  if (batch_size_ < 1) throw std::invalid_argument("batch size must be at least 1, got " + std::to_string(batch_size_));
+  if (options.threads < 0) throw std::invalid_argument("threads " + std::to_string(options.threads) + ": 0 or more");
+  if (options.threads > 0) torch::set_num_threads(options.threads);
+  // One seed, then the example's draws in its order: the target's coefficients, its constant, the model.
+  torch::manual_seed(options.seed);
+  const auto on_device = torch::TensorOptions().device(device_);
+  w_target_ = torch::randn({kPolynomialDegree, 1}, on_device) * 5;
+  b_target_ = torch::randn({1}, on_device) * 5;
+  fc_ = torch::nn::Linear(w_target_.size(0), 1);
+  fc_->to(device_);
+  optimizer_ = std::make_unique<torch::optim::SGD>(fc_->parameters(), torch::optim::SGDOptions(kRegressionLearningRate));
+  phases_ = make_phases();
+}
+
+// A batch of points and the polynomial's values there, as the example's get_batch builds it.
+void RegressionTrainer::get_batch() {
+  const auto points = torch::randn({batch_size_}, torch::TensorOptions().device(device_));
+  features_ = polynomial_features(points);
+  targets_ = features_.mm(w_target_) + b_target_.item();
+  ++batches_;
+}
+
+std::vector<RegressionTrainer::Phase> RegressionTrainer::make_phases() {
+  return {
+      {"get_batch", [this] { get_batch(); }, nullptr,
+       [this] {
+         auto r = product(features_, regression_finite(features_) && regression_finite(targets_));
+         r.batch_index = batches_ - 1;
+         return r;
+       }},
+      {"zero_grad", [this] { zero_grad(); }, [this] { zero_before_ = regression_nonzero(gradients_of(parameters())) == 0; },
+       [this] {
+         auto r = product(fc_->weight, all_finite(parameters()));
+         r.zero_before = zero_before_;
+         r.nonzero_grads = regression_nonzero(gradients_of(parameters()));
+         return r;
+       }},
+      {"forward_loss", [this] { forward_loss(); }, nullptr,
+       [this] {
+         torch::NoGradGuard no_grad;
+         const auto again = torch::smooth_l1_loss(fc_(features_), targets_);
+         auto r = product(output_, regression_finite(output_), output_.item<double>());
+         r.recompute_error = (again - output_.detach()).abs().max().item<double>();
+         return r;
+       }},
+      {"loss_item", [this] { loss_item(); }, nullptr,
+       [this] { return product(output_, regression_finite(output_) && std::isfinite(loss_), loss_); }},
+      {"backward", [this] { backward(); }, [this] { zero_before_ = regression_nonzero(gradients_of(parameters())) == 0; },
+       [this] {
+         auto r = product(fc_->weight.grad(), all_finite(gradients_of(parameters())));
+         r.zero_before = zero_before_;
+         r.nonzero_grads = regression_nonzero(gradients_of(parameters()));
+         return r;
+       }},
+      {"update", [this] { update(); },
+       [this] {
+         weight_before_ = fc_->weight.detach().clone();
+         grad_before_ = fc_->weight.grad().clone();
+       },
+       [this] {
+         // SGD without momentum: weight - lr * grad, in the optimizer's own form (add with alpha).
+         const auto weight = fc_->weight.detach();
+         const auto expected = weight_before_.add(grad_before_, -kRegressionLearningRate);
+         auto r = product(weight, all_finite(parameters()));
+         r.update_error = (weight - expected).abs().max().item<double>();
+         r.moved = (weight - weight_before_).abs().max().item<double>();
+         return r;
+       }},
+  };
+}
+
+std::vector<std::string> RegressionTrainer::phase_names() const {
+  std::vector<std::string> names;
+  for (const auto& phase : phases_) names.push_back(phase.name);
+  return names;
+}
+
+bool RegressionTrainer::holds_gradients() const {
+  const auto grads = gradients_of(parameters());
+  return std::all_of(grads.begin(), grads.end(), [](const torch::Tensor& g) { return g.defined(); });
+}
+
+// What the last round left is freed before the next one's preparation, as a training loop frees its last step's.
+void RegressionTrainer::release() {
+  features_ = targets_ = output_ = weight_before_ = grad_before_ = torch::Tensor();
+  zero_before_ = -1;
+}
+
+Timing RegressionTrainer::run_phase(const std::string& name, bool checks, pb_result* result) {
+  const auto phase = std::find_if(phases_.begin(), phases_.end(), [&](const Phase& p) { return p.name == name; });
+  if (phase == phases_.end()) {
+    std::string known;
+    for (const auto& p : phases_) known += (known.empty() ? "" : ", ") + p.name;
+    throw std::invalid_argument("unknown phase '" + name + "' of the regression program: " + known);
+  }
+  release();
+  // zero_grad zeroes the gradients the step before left: a trainer without them gets some first.
+  if (phase->name == "zero_grad" && !holds_gradients()) {
+    get_batch();
+    forward_loss();
+    backward();
+  }
+  for (auto earlier = phases_.begin(); earlier != phase; ++earlier) earlier->body();
+  if (checks && phase->check_before) phase->check_before();
+  // Page faults across the round, read outside the clock (a system call each).
+  const auto faults_before = page_faults();
+  const Timing timing = timed(device_, phase->body, events_.get());
+  const auto faults_after = page_faults();
+  if (result) {
+    *result = checks ? phase->product() : unset_product();
+    result->cpu_ns = timing.cpu_ns;
+    result->thread_cpu_ns = timing.thread_cpu_ns;
+    result->host_cpu_ns = timing.host_cpu_ns;
+    result->gpu_ns = timing.gpu_ns;
+    result->minor_faults = faults_after.first - faults_before.first;
+    result->major_faults = faults_after.second - faults_before.second;
+  }
+  return timing;
+}
+
+double RegressionTrainer::step() {
+  for (const auto& phase : phases_) phase.body();
+  return loss_;
+}
+
+}  // namespace phasebench

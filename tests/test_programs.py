@@ -1,0 +1,224 @@
+"""Programs beside the seed's (phasebench/programs.py; docs/architecture.md#adding-a-program): --program selects them,
+each phase of a selected program is a per-phase case of the published pair named PROGRAM:PHASE, its place in the run
+order and its product checks come from its declaration, and no module but the declaring ones names a program."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+
+from phasebench import programs, registry
+from phasebench.plugin import cases, fixtures
+from phasebench.programs import DEFAULT_PROGRAM, PROGRAMS, case_phase, phase_place, split_case_phase
+from phasebench.repository import ROOT
+from phasebench.spec import DEFAULT as DEFAULT_WORKLOAD
+from phasebench.spec import ONE_SHOT_PHASES, TRAINING_PHASES, workloads
+from phasebench.train import regression_checks
+
+OTHERS = [name for name in PROGRAMS if name != DEFAULT_PROGRAM]
+# The modules that may name a program other than the seed's: where programs are declared, their trainers and their
+# product checks (docs/architecture.md#adding-a-program lists the files a program touches). "dcgan", a program not
+# declared yet, is named here so that no module names it before its declaration does.
+DECLARING = {"phasebench/programs.py", "phasebench/train/regression.py", "phasebench/train/regression_checks.py",
+             "phasebench/worker/cpp_lib.py", "phasebench/worker/program_steps.py"}
+NAMES = set(OTHERS) | {"dcgan"}
+# A program's name in another sense, where it is not the program: (module, literal).
+OTHER_SENSES = {("phasebench/gate/comment.py", "regression")}  # the count gate's older verdict word for a slowdown
+
+
+def made_cases(settings, program_text: str, fixturenames=("phase", "impl", "device", "workload"), **changes):
+    chosen = replace(settings, programs=programs.parse(program_text), **changes)
+    made = {}
+    metafunc = SimpleNamespace(fixturenames=["benchmark", "worker_for", *fixturenames],
+                               config=SimpleNamespace(phasebench=chosen),
+                               parametrize=lambda names, made_cases, ids: made.update(names=names, cases=made_cases,
+                                                                                      ids=ids))
+    cases.pytest_generate_tests(metafunc)
+    return made
+
+
+def test_program_option_parses_known_names_in_order_and_refuses_others():
+    assert programs.parse(None) == (DEFAULT_PROGRAM,)
+    assert programs.parse(f" regression,{DEFAULT_PROGRAM},regression") == ("regression", DEFAULT_PROGRAM)
+    for bad in ("nope", "regression,nope", ","):
+        with pytest.raises(ValueError, match=f"--program '{bad}': valid values are mnist, regression"):
+            programs.parse(bad)
+
+
+def test_a_case_phase_names_its_program_except_the_seeds():
+    assert case_phase(DEFAULT_PROGRAM, "forward") == "forward"
+    assert case_phase("regression", "forward_loss") == "regression:forward_loss"
+    found, phase = split_case_phase("regression:backward")
+    assert (found.name, phase) == ("regression", "backward")
+    assert split_case_phase("forward")[0].name == DEFAULT_PROGRAM
+    with pytest.raises(ValueError, match="program 'regression' has no phase 'forward'"):
+        split_case_phase("regression:forward")
+    with pytest.raises(ValueError, match="unknown program 'nope'"):
+        split_case_phase("nope:forward")
+    with pytest.raises(ValueError, match="named bare"):
+        split_case_phase(f"{DEFAULT_PROGRAM}:forward")
+
+
+def test_program_phases_are_cases_of_the_published_pair_in_both_languages(settings):
+    """Every phase of the regression program is a case of python and of cpp on each device, named PROGRAM:PHASE, on
+    the published workload once, whatever --width asks of the seed's program; the implementations that change the
+    seed's pipeline have none."""
+    made = made_cases(settings, "regression", impls=registry.NAMES, workloads=workloads((1, 4), (64,)))
+    expected = [f"regression:{phase}-{impl}-{device}" for phase in PROGRAMS["regression"].phases
+                for impl in ("python", "cpp") for device in ("cpu", "cuda")]
+    assert sorted(made["ids"]) == sorted(expected)
+    workload_at = made["names"].index("workload")
+    assert {case.values[workload_at] for case in made["cases"]} == {DEFAULT_WORKLOAD}
+    # A test that takes no phase is the seed program's: no cases where --program leaves it out.
+    assert made_cases(settings, "regression", fixturenames=("impl", "device"))["ids"] == []
+    # A test that takes `program` (the training run of another program): one case a program and implementation.
+    assert sorted(made_cases(settings, f"{DEFAULT_PROGRAM},regression", fixturenames=("program", "impl", "device"),
+                             impls=registry.NAMES)["ids"]) == sorted(
+        f"regression-{impl}-{device}" for impl in ("python", "cpp") for device in ("cpu", "cuda"))
+    assert made_cases(settings, DEFAULT_PROGRAM, fixturenames=("program", "impl", "device"))["ids"] == []
+
+
+def test_the_seed_programs_cases_are_as_before_beside_another_program(settings):
+    alone = made_cases(settings, DEFAULT_PROGRAM)["ids"]
+    both = made_cases(settings, f"{DEFAULT_PROGRAM},regression")["ids"]
+    assert alone and ":" not in "".join(alone)
+    assert both[: len(alone)] == alone
+    assert len(both) == len(alone) + 2 * 2 * len(PROGRAMS["regression"].phases)
+
+
+def test_a_programs_phase_takes_its_place_from_its_declaration():
+    seed = TRAINING_PHASES + ONE_SHOT_PHASES
+    assert [phase_place(phase, seed) for phase in TRAINING_PHASES] == list(range(len(TRAINING_PHASES)))
+    declared = PROGRAMS["regression"].phases
+    assert [phase_place(case_phase("regression", phase), seed) for phase in declared] == list(range(len(declared)))
+    # The pair's first runner alternates over a program's phases, as over the seed's.
+    impls = ("python", "cpp")
+    firsts = [cases.run_order(7, case_phase("regression", phase), "cpu", "", list(impls), impls)[0]
+              for phase in declared[:2]]
+    assert sorted(firsts) == sorted(impls)
+
+
+def test_a_programs_cases_ask_for_workers_of_their_program(settings):
+    made = made_cases(settings, f"{DEFAULT_PROGRAM},regression")
+    items = [SimpleNamespace(fixturenames=["worker_for", *made["names"]],
+                             callspec=SimpleNamespace(params=dict(zip(made["names"], case.values))))
+             for case in made["cases"]]
+    keys = {fixtures.pool_key(item) for item in items}
+    assert ("python", "cpu", DEFAULT_WORKLOAD, "regression") in keys
+    assert ("python", "cpu", DEFAULT_WORKLOAD, DEFAULT_PROGRAM) in keys
+    assert {key[3] for key in keys} == {DEFAULT_PROGRAM, "regression"}
+
+
+GOOD = {"get_batch": {"shape": [32, 4], "finite": True, "loss": None, "batch": 3},
+        "zero_grad": {"shape": [1, 4], "finite": True, "loss": None, "nonzero_grads": 0},
+        "forward_loss": {"shape": [], "finite": True, "loss": 1.5, "recompute_error": 0.0},
+        "loss_item": {"shape": [], "finite": True, "loss": 1.5},
+        "backward": {"shape": [1, 4], "finite": True, "loss": None, "zero_before": True, "nonzero_grads": 2},
+        "update": {"shape": [1, 4], "finite": True, "loss": None, "update_error": 0.0, "moved": 0.5}}
+EMPTY = dict.fromkeys(("batch", "recompute_error", "zero_before", "nonzero_grads", "update_error", "moved"))
+
+
+@pytest.mark.parametrize("step, broken, says", [
+    ("get_batch", {"shape": [32, 3]}, "shape [32, 3]"),
+    ("zero_grad", {"nonzero_grads": 1}, "1 of 2 gradients non-zero"),
+    ("forward_loss", {"recompute_error": 0.5}, "differs by 0.5"),
+    ("loss_item", {"loss": None}, "loss None"),
+    ("backward", {"zero_before": False}, "gradients zero before the clock: False"),
+    ("update", {"moved": 0.0}, "did not move"),
+    ("update", {"finite": False}, "non-finite"),
+])
+def test_the_regression_products_are_checked(step, broken, says):
+    assert regression_checks.problems(step, EMPTY | GOOD[step]) == []
+    found = PROGRAMS["regression"].product_problems(step, EMPTY | GOOD[step] | broken)
+    assert any(says in problem for problem in found), found
+    assert regression_checks.problems("forward", EMPTY | GOOD["update"])  # a phase it lacks
+
+
+def program_names(path) -> list[str]:
+    """Where a module names a program other than the seed's: a string literal that is a program's name, or a case
+    phase of one (PROGRAM:PHASE)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            name = node.value.partition(programs.SEPARATOR)[0]
+            if name in NAMES and (str(path.relative_to(ROOT)), node.value) not in OTHER_SENSES:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    return found
+
+
+def test_no_module_but_the_declaring_ones_names_a_program():
+    """The plugin, the run order, the report, the gate and the schema handle any program's phases from
+    phasebench/programs.py's declarations: only the declaring modules (DECLARING) name a program."""
+    paths = [path for folder in ("phasebench", "bench") for path in sorted((ROOT / folder).rglob("*.py"))]
+    named = [hit for path in paths if str(path.relative_to(ROOT)) not in DECLARING for hit in program_names(path)]
+    assert not named, "modules that name a program outside its declaration:\n" + "\n".join(named)
+    # The check finds what it looks for: the declaration itself names its programs.
+    assert program_names(ROOT / "phasebench/programs.py")
+
+
+def test_the_answer_tables_a_programs_phases_beside_the_seeds():
+    """A saved result with another program's cases (their phase PROGRAM:PHASE, their program recorded) is read and
+    answered with a row per phase, next to the seed's rows, whose keys it never shares."""
+    import copy
+    import json
+
+    from phasebench.report import findings
+    from phasebench.saved import SavedResult
+    from tests.test_report import COMPLETE, answer_rows
+
+    result = json.loads(COMPLETE.read_text())
+    added = []
+    for bench in result["benchmarks"]:
+        info = bench["extra_info"]
+        if info["phase"] == "backward" and info["device"] == "cpu" and info["implementation"] in ("python", "cpp"):
+            twin = copy.deepcopy(bench)
+            phase = case_phase("regression", "backward")
+            twin["extra_info"] |= {"phase": phase, "program": "regression"}
+            twin["group"], twin["name"] = phase, bench["name"].replace("[backward-", f"[{phase}-")
+            twin["fullname"] = bench["fullname"].replace("[backward-", f"[{phase}-")
+            twin["stats"]["median"] = bench["stats"]["median"] / 10
+            added.append(twin)
+    assert len(added) == 2
+    result["benchmarks"] += added
+    saved = SavedResult.from_json(result, "result.json")
+    cpu = answer_rows(findings.answer(saved), "phasebench: the answer on cpu")
+    own = answer_rows(findings.answer(SavedResult.from_json(json.loads(COMPLETE.read_text()), "result.json")),
+                      "phasebench: the answer on cpu")
+    assert cpu["regression:backward"][:2] == [f"{float(value) / 10:.4f}" for value in own["backward"][:2]]
+    assert cpu["backward"] == own["backward"]
+
+
+def test_a_program_run_times_every_phase_and_its_training_run_in_both_languages(pytestconfig, tmp_path):
+    """One short child benchmark run of the regression program alone (about 20 s): every phase is a paired case in
+    python and cpp, keyed PROGRAM:PHASE with its program recorded and a ratio to its partner; its training run trains
+    the declared steps in both, with a ratio; the seed's cases are left out; the answer tables both."""
+    import json
+    import time
+
+    from tests.child_runs import _data_options, run_suite
+
+    started = time.monotonic()
+    run = run_suite("bench/", "--benchmark-only", "--program", "regression", "--device", "cpu", "--rounds", "10",
+                    "--warmup-rounds", "2", "--run-rounds", "2", "--benchmark-json", str(tmp_path / "result.json"),
+                    *_data_options(pytestconfig))
+    elapsed = time.monotonic() - started
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    declared = PROGRAMS["regression"]
+    benchmarks = {bench["name"]: bench for bench in json.loads((tmp_path / "result.json").read_text())["benchmarks"]}
+    expected = {f"test_phase[{case_phase('regression', phase)}-{impl}-cpu]": (case_phase("regression", phase), impl)
+                for phase in declared.phases for impl in ("python", "cpp")}
+    expected |= {f"test_program_run[regression-{impl}-cpu]": (case_phase("regression", "training_run"), impl)
+                 for impl in ("python", "cpp")}
+    assert set(benchmarks) == set(expected), sorted(benchmarks)
+    for name, (phase, impl) in expected.items():
+        info = benchmarks[name]["extra_info"]
+        assert (benchmarks[name]["group"], info["phase"], info["program"]) == (phase, phase, "regression"), name
+        ratio = info["ratio"]
+        assert ratio["to"] == {"python": "cpp", "cpp": "python"}[impl] and ratio["estimate"] > 0, (name, ratio)
+    for impl in ("python", "cpp"):
+        assert benchmarks[f"test_program_run[regression-{impl}-cpu]"]["extra_info"]["steps"] == declared.run_steps
+    assert "regression:forward_loss" in run.stdout and "regression: Total Time" in run.stdout, run.stdout[-3000:]
+    assert elapsed < 90, f"{elapsed:.0f} s"

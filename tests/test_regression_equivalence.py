@@ -1,0 +1,101 @@
+"""The regression program trains alike in both languages (docs/method.md#the-regression-program).
+
+One child process (phasebench/worker/program_steps.py; the pytest process never imports torch) runs 60 steps of
+three trainers from seed 1: C++ (cpp/src/regression.cpp: torch::optim::SGD), Python as regression/main.py writes
+it (the hand-written update `param.data.add_(-0.1 * param.grad)`), and Python with the update in SGD's form
+(`add_(grad, alpha=-0.1)`, the test-only update="sgd"). The two updates run different kernels: a multiply and an add
+(two roundings) against one fused multiply-add (one rounding). So C++ and the SGD form are held to the bit (the same
+initial weights, batches, losses and final weights), and the example's own form to rounding: one update within
+2 ulp, the first 10 losses within a relative 1e-5. Each run also times one round of every phase on a fresh trainer
+and of a phase the program lacks, whose products and error are checked here.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from phasebench.programs import PROGRAMS, program
+from phasebench.spec import TRAINING_PHASES
+from tests.c_abi_calls import run_child
+
+STEPS = 60
+PHASES = program("regression").phases
+RUNS = ("python", "cpp", "python:update=sgd")
+UNKNOWN_PHASE = "warp_drive"
+
+
+@pytest.fixture(scope="module")
+def runs(cpp_library) -> dict:
+    return run_child("phasebench.worker.program_steps", "regression", "--steps", str(STEPS), "--library", cpp_library,
+                     *(f"--run={run}" for run in RUNS), "--phases", ",".join(PHASES + (UNKNOWN_PHASE,)))["runs"]
+
+
+def floats(hexes: list[str]) -> list[float]:
+    return [float.fromhex(value) for value in hexes]
+
+
+def ordered_bits(value: float) -> int:
+    """A float32's bits as an integer that grows with the value, so that two floats' difference counts ulps."""
+    bits = struct.unpack("<i", struct.pack("<f", value))[0]
+    return bits if bits >= 0 else -(bits & 0x7FFFFFFF)
+
+
+def ulps(a: float, b: float) -> int:
+    return abs(ordered_bits(a) - ordered_bits(b))
+
+
+def test_the_registry_declares_each_programs_phases_once():
+    assert PROGRAMS["mnist"].phases is TRAINING_PHASES
+    assert PHASES == ("get_batch", "zero_grad", "forward_loss", "loss_item", "backward", "update")
+    assert all(program(name).label(phase) for name in PROGRAMS for phase in program(name).phases)
+    with pytest.raises(ValueError, match="unknown program 'dcgan0': mnist, regression"):
+        program("dcgan0")
+    with pytest.raises(ValueError, match="program 'mnist' has no cpp trainer that runs steps by itself"):
+        program("mnist").step_trainer("cpp")
+
+
+def test_cpp_and_python_with_sgds_update_train_to_the_bit(runs):
+    cpp, python = runs["cpp"], runs["python:update=sgd"]
+    assert STEPS >= 50 and len(cpp["losses"]) == STEPS
+    for what in ("initial", "batches", "losses", "after_first", "final"):
+        differ = [i for i, (a, b) in enumerate(zip(python[what], cpp[what], strict=True)) if a != b]
+        assert not differ, f"{what} differ at {differ[:5]}: Python {python[what][differ[0]]}, C++ {cpp[what][differ[0]]}"
+    losses = floats(cpp["losses"])
+    assert losses[-1] < losses[0] / 10, f"the fit does not learn: loss {losses[0]} -> {losses[-1]}"
+    assert cpp["last_loss"] == python["last_loss"] == losses[-1]
+    assert len(set(cpp["batches"])) == STEPS, "a batch repeats: the draws do not move on"
+
+
+def test_the_examples_hand_written_update_is_sgds_within_rounding(runs):
+    cpp, hand = runs["cpp"], runs["python"]
+    assert hand["initial"] == cpp["initial"] and hand["batches"] == cpp["batches"]
+    one_update = [ulps(a, b) for a, b in zip(floats(hand["after_first"]), floats(cpp["after_first"]), strict=True)]
+    assert max(one_update) <= 2, f"one update apart by {one_update} ulp"
+    for step, (a, b) in enumerate(zip(floats(hand["losses"][:10]), floats(cpp["losses"][:10]), strict=True)):
+        assert abs(a - b) <= 1e-5 * abs(b), f"step {step}: loss {a} (the hand-written update) against {b} (SGD's)"
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_every_phase_proves_its_work_and_an_unknown_one_is_refused(runs, run):
+    done = runs[run]
+    assert tuple(done["phase_names"]) == PHASES
+    products = done["phases"]
+    assert all(products[phase]["finite"] is True for phase in PHASES), products
+    assert products["get_batch"]["shape"] == [32, 4] and products["get_batch"]["batch"] == 0
+    # zero_grad's round zeroes gradients a backward left; backward's starts from none and sets both.
+    assert (products["zero_grad"]["zero_before"], products["zero_grad"]["nonzero_grads"]) == (False, 0)
+    assert (products["backward"]["zero_before"], products["backward"]["nonzero_grads"]) == (True, 2)
+    assert products["backward"]["shape"] == [1, 4]
+    for phase in ("forward_loss", "loss_item"):
+        assert products[phase]["shape"] == [] and products[phase]["loss"] > 0, products[phase]
+    assert products["forward_loss"]["recompute_error"] == 0
+    assert products["update"]["update_error"] == 0 and products["update"]["moved"] > 0
+    assert products[UNKNOWN_PHASE] == {"error": f"unknown phase '{UNKNOWN_PHASE}' of the regression program: "
+                                                f"{', '.join(PHASES)}"}
+
+
+def test_both_languages_phases_make_the_same_products(runs):
+    """Every product's values, the losses and the update's movement included, from the same seed."""
+    assert runs["python:update=sgd"]["phases"] == runs["cpp"]["phases"]
