@@ -13,7 +13,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from lab.studies.paired.run_files import load_and_wall
+from lab.studies.paired.run_files import kept_or_collected, load_and_wall
 from phasebench.saved import SavedResult
 
 
@@ -46,16 +46,8 @@ def table(runs: dict[str, dict]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--from"] and len(argv) == 2:
-        runs = read_kept(Path(argv[1]))
-    elif argv and argv[0] != "--from":
-        folder = Path(argv[0])
-        names = sorted((path.stem for path in folder.glob("new-*.json")), key=lambda stem: int(stem.split("-")[1]))
-        runs = {name: run_figures(folder, name) for name in names}
-        if "--runs-json" in argv:
-            Path(argv[argv.index("--runs-json") + 1]).write_text(json.dumps(runs, indent=1) + "\n")
-    else:
-        print(__doc__, file=sys.stderr)
+    runs = kept_or_collected(argv, __doc__, run_figures, read_kept)
+    if runs is None:
         return 2
     print(table(runs))
     return 0

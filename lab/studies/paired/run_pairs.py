@@ -15,6 +15,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from lab.studies.paired.run_files import kept_or_collected
 from phasebench.saved import SavedResult
 from phasebench.stats import MEAN, MEDIAN, paired_ratio
 
@@ -57,16 +58,8 @@ def table(runs: dict[str, dict]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--from"] and len(argv) == 2:
-        runs = read_kept(Path(argv[1]))
-    elif argv and argv[0] != "--from":
-        folder, keep = Path(argv[0]), argv[argv.index("--runs-json") + 1] if "--runs-json" in argv else None
-        runs = {path.stem: run_rounds(path) for path in sorted(folder.glob("new-*.json"),
-                                                               key=lambda p: int(p.stem.split("-")[1]))}
-        if keep:
-            Path(keep).write_text(json.dumps(runs, indent=1) + "\n")
-    else:
-        print(__doc__, file=sys.stderr)
+    runs = kept_or_collected(argv, __doc__, lambda folder, run: run_rounds(folder / f"{run}.json"), read_kept)
+    if runs is None:
         return 2
     print(table(runs))
     return 0
