@@ -189,3 +189,30 @@ def test_the_answer_tables_a_programs_phases_beside_the_seeds():
                       "phasebench: the answer on cpu")
     assert cpu["regression:backward"][:2] == [f"{float(value) / 10:.4f}" for value in own["backward"][:2]]
     assert cpu["backward"] == own["backward"]
+
+
+@pytest.mark.needs_data
+def test_step_counts_count_each_programs_arithmetic_and_operations_in_both_languages(pytestconfig):
+    """python -m phasebench.worker.step_counts against answers worked out by hand: a regression step multiplies a
+    32×4 batch by a 4×1 weight forward (256 FLOPs) and twice that backward (the weight's and the input's gradients:
+    768); the seed's Net at batch 64 is 61,504,000 FLOPs forward (its convolutions and linear layers) and
+    104,576,000 backward (conv1 needs no input gradient). Both languages' counts are the same network's; each
+    operation total is its operators' sum."""
+    import json
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "phasebench.worker.step_counts", "--steps", "1",
+                          f"--mnist-root={pytestconfig.phasebench.source.root}", "--json", "/dev/stdout"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    counted = json.loads(run.stdout[run.stdout.index("{"):])["programs"]
+    assert set(counted) == set(PROGRAMS)
+    expected_flops = {DEFAULT_PROGRAM: 61_504_000 + 104_576_000, "regression": 768}
+    for name, languages in counted.items():
+        assert set(languages) == set(programs.LANGUAGES), languages
+        for language, figures in languages.items():
+            assert figures["flops_per_step"] == expected_flops[name], (name, language, figures["flops_per_step"])
+            assert figures["operations_per_step"] == sum(figures["operations_by_name"].values()) > 0, (name, language)
+    # The model's operators, dispatched from C++ through the same torch, are seen as Python's are.
+    assert counted[DEFAULT_PROGRAM]["cpp"]["operations_by_name"]["aten.convolution_backward"] == 2

@@ -49,3 +49,38 @@ def test_the_count_study_reads_the_committed_studies_words_and_the_gates():
     assert verdict_of({"verdict": "regression"}) is verdict_of({"verdict": "regressed"}) is Verdict.REGRESSED
     assert verdict_of({"verdict": "improvement"}) is verdict_of({"verdict": "improved"}) is Verdict.IMPROVED
     assert verdict_of({"verdict": "only in head"}) is Verdict.ONLY_IN_HEAD
+
+
+def test_gate_verdicts_count_the_ratio_gates_verdicts_per_pair(tmp_path):
+    """lab.studies.paired.gate_verdicts over gate_recipe.sh's files, made up here: a baseline at 1.10×, a run of the same
+    code whose interval lies within 10 % of it (unchanged), and a planted one whose interval lies wholly beyond
+    (moved); a second baseline whose planted run's interval straddles the limit (undecided)."""
+    import json
+
+    from lab.studies.paired import gate_verdicts
+    from phasebench.method import METHOD_VERSION
+
+    def write(name: str, estimate: float, low: float, high: float, status: int | None = None) -> None:
+        benchmarks = [{"fullname": f"bench/test_phases.py::test_phase[forward-{impl}-cpu]", "stats": {"median": median},
+                       "extra_info": {"phase": "forward", "implementation": impl, "device": "cpu",
+                                      **({"ratio": {"to": "cpp", "estimate": estimate, "low": low, "high": high}}
+                                         if impl == "python" else {})}}
+                      for impl, median in (("python", estimate * 1e-3), ("cpp", 1e-3))]
+        (tmp_path / f"{name}.json").write_text(json.dumps({"machine_info": {"phasebench": {"method": METHOD_VERSION}},
+                                                           "benchmarks": benchmarks}))
+        (tmp_path / f"{name}.time").write_text("before: 1.00 1 1 1/1 1\nafter: 1.20 1 1 1/1 1; 20.0 s\n")
+        if status is not None:
+            (tmp_path / f"{name}.rc").write_text(f"{status}\n")
+
+    write("base-01", 1.10, 1.08, 1.12)
+    write("unchanged-01", 1.11, 1.06, 1.16, 0)
+    write("planted-01", 1.32, 1.27, 1.37, 1)
+    write("base-02", 1.10, 1.08, 1.12)
+    write("planted-02", 1.25, 1.15, 1.35, 6)
+    kept = gate_verdicts.recipe_pairs(tmp_path, 10)
+    assert [pair["verdicts"]["forward"]["verdict"] for pair in kept["unchanged"]] == ["unchanged"]
+    assert [pair["verdicts"]["forward"]["verdict"] for pair in kept["planted"]] == ["moved", "undecided"]
+    assert [pair["exit_status"] for pair in kept["planted"]] == [1, 6]
+    lines = gate_verdicts.table(kept["planted"], "Planted")
+    assert "| forward | 2 | 1 | 1 | 1 |" in lines and "| all | 2 | 1 (50%) | 1 | 1 |" in lines
+    assert "Pairs the ratio gate fails (a ratio moved): 1 of 2." in lines
