@@ -192,7 +192,7 @@ def test_the_answer_tables_a_programs_phases_beside_the_seeds():
 
 
 @pytest.mark.needs_data
-def test_step_counts_count_each_programs_arithmetic_and_operations_in_both_languages(pytestconfig):
+def test_step_counts_count_each_programs_arithmetic_and_operations_in_both_languages(pytestconfig, tmp_path):
     """python -m phasebench.worker.step_counts against answers worked out by hand: a regression step multiplies a
     32×4 batch by a 4×1 weight forward (256 FLOPs) and twice that backward (the weight's and the input's gradients:
     768); the seed's Net at batch 64 is 61,504,000 FLOPs forward (its convolutions and linear layers) and
@@ -203,10 +203,10 @@ def test_step_counts_count_each_programs_arithmetic_and_operations_in_both_langu
     import sys
 
     run = subprocess.run([sys.executable, "-m", "phasebench.worker.step_counts", "--steps", "1",
-                          f"--mnist-root={pytestconfig.phasebench.source.root}", "--json", "/dev/stdout"],
+                          f"--mnist-root={pytestconfig.phasebench.source.root}", "--json", str(tmp_path / "counts.json")],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
-    counted = json.loads(run.stdout[run.stdout.index("{"):])["programs"]
+    counted = json.loads((tmp_path / "counts.json").read_text())["programs"]
     assert set(counted) == set(PROGRAMS)
     expected_flops = {DEFAULT_PROGRAM: 61_504_000 + 104_576_000, "regression": 768}
     for name, languages in counted.items():

@@ -22,7 +22,7 @@ import json
 import sys
 
 from phasebench.programs import LANGUAGES, PROGRAMS, parse
-from phasebench.worker import build, cpp_lib
+from phasebench.worker import build, cpp_lib, program_steps
 
 WARMUP_STEPS = 3  # a trainer's first steps allocate what later steps reuse; none is counted
 
@@ -31,8 +31,7 @@ def make_trainer(program, language: str, options: dict, library, mnist_root: str
     """A fresh trainer of `program` in `language`: a program's step trainer, or the seed program's trainers as the
     worker builds them (phasebench/worker/server.py)."""
     if program.step_trainers:
-        trainer_class = program.step_trainer(language)
-        return trainer_class(library, **options) if language == "cpp" else trainer_class(**options)
+        return program_steps.make_trainer(program.name, language, options, library)
     if language == "cpp":
         return cpp_lib.CppTrainer(library, mnist_root, **options)
     from phasebench.train.trainer import Trainer

@@ -25,11 +25,11 @@ from phasebench.saved import SavedResult
 USAGE = __doc__
 
 
-def verdicts(baseline: Path, head: Path, limit: float) -> dict[str, dict]:
+def verdicts(baseline: SavedResult, head: Path, limit: float) -> dict[str, dict]:
     """{phase: its verdict, the baseline's ratio, the head's and its interval} of every ratio the gate compares."""
     return {change.phase: {"verdict": change.verdict(limit), "before": change.before, "after": change.after,
                            "low": change.low, "high": change.high}
-            for change in ratio_changes(SavedResult.load(baseline), SavedResult.load(head))}
+            for change in ratio_changes(baseline, SavedResult.load(head))}
 
 
 def table(pairs: list[dict], title: str) -> list[str]:
@@ -61,7 +61,7 @@ def table(pairs: list[dict], title: str) -> list[str]:
 def recipe_pairs(folder: Path, limit: float) -> dict[str, list[dict]]:
     found: dict[str, list[dict]] = {"unchanged": [], "planted": []}
     for base in sorted(folder.glob("base-*.json")):
-        number = base.stem.split("-", 1)[1]
+        number, baseline = base.stem.split("-", 1)[1], SavedResult.load(base)
         for kind, pairs in found.items():
             head = folder / f"{kind}-{number}.json"
             if not head.exists():
@@ -69,14 +69,14 @@ def recipe_pairs(folder: Path, limit: float) -> dict[str, list[dict]]:
             rc = folder / f"{kind}-{number}.rc"
             pairs.append({"baseline": base.stem, "head": head.stem, "loads": load_and_wall(folder, head.stem)[0],
                           "exit_status": int(rc.read_text()) if rc.exists() else None,
-                          "verdicts": verdicts(base, head, limit)})
+                          "verdicts": verdicts(baseline, head, limit)})
     return found
 
 
 def consecutive_pairs(folder: Path, limit: float) -> list[dict]:
     runs = new_runs(folder)
-    return [{"baseline": first, "head": second, "verdicts": verdicts(folder / f"{first}.json", folder / f"{second}.json",
-                                                                     limit)}
+    return [{"baseline": first, "head": second,
+             "verdicts": verdicts(SavedResult.load(folder / f"{first}.json"), folder / f"{second}.json", limit)}
             for first, second in zip(runs[::2], runs[1::2])]
 
 
