@@ -1,5 +1,5 @@
-/* phasebench.h: the C ABI of the C++ trainers, MNIST's and the regression program's (cpp/src/; its functions are
- * defined in cpp/src/c_api.cpp).
+/* phasebench.h: the C ABI of the C++ trainers, MNIST's, the regression program's and the DCGAN program's (cpp/src/;
+ * its functions are defined in cpp/src/c_api.cpp).
  * Test-only entry points live in phasebench_testing.h, outside this production ABI.
  *
  * Every function returns PB_OK or PB_ERROR, but pb_last_error, which returns the message: on PB_ERROR it holds one
@@ -20,7 +20,7 @@ extern "C" {
 #define PB_ERROR 1
 /* Bumped whenever a struct or a signature below changes: phasebench/worker/cpp_lib.py refuses a library whose
  * pb_abi_version() differs (or that lacks it), instead of misreading memory. */
-#define PB_ABI_VERSION 10
+#define PB_ABI_VERSION 11
 
 /* A session: one model, optimizer and data loader. Its handle is a token (a slot and a generation), never an
  * address; 0 is no session, and a destroyed session's token stays refused. */
@@ -256,6 +256,60 @@ int pb_regression_get_params(pb_regression trainer, float* values, int64_t count
  * rows is 0 where no batch is held. */
 int pb_regression_get_batch(pb_regression trainer, float* features, float* targets, int64_t capacity,
                             int64_t* rows);
+
+/* pytorch/examples' DCGAN program (cpp/src/dcgan.cpp), added in ABI 11: a generator of transposed convolutions and
+ * a discriminator of convolutions trained on MNIST by torch::binary_cross_entropy and two torch::optim::Adam (lr 2e-4,
+ * betas 0.5 and 0.5), its step cut into the phases pb_dcgan_phase_names lists. Its batches come in order
+ * (SequentialSampler) and on the calling thread, as the MNIST program's do; past the epoch's last batch a new epoch
+ * starts. A DCGAN trainer's handle is a token from a table of its own: a session's or a regression trainer's handle
+ * is refused here, and this one by their functions. */
+typedef uint64_t pb_dcgan;
+
+typedef struct {
+    int64_t struct_size;    /* sizeof(pb_dcgan_options) as the caller knows it; another size is refused */
+    const char* device;     /* "cpu", "cuda" or "cuda:N"; NULL is "cpu" */
+    int32_t threads;        /* intra-op threads; 0 keeps LibTorch's default */
+    int64_t seed;           /* torch::manual_seed, before the generator and the discriminator are drawn */
+    int64_t batch_size;     /* 64 as published */
+    const char* data_root;  /* the folder holding MNIST/raw (the IDX files of the training split) */
+    const char* log_path;   /* the progress lines' file, appended to; NULL or "": stdout */
+} pb_dcgan_options;
+
+/* The library copies what it needs of the options' strings. */
+int pb_dcgan_create(const pb_dcgan_options* options, pb_dcgan* out);
+/* Refused ("dcgan busy") while another thread's call is using it. */
+int pb_dcgan_destroy(pb_dcgan trainer);
+
+/* Comma-separated phase names, in the order a step runs them. */
+int pb_dcgan_phase_names(pb_dcgan trainer, char* buffer, int64_t capacity);
+
+/* Release what the last round left, run the step's phases before this one untimed, then time its body as
+ * pb_run_phase does. checks: 1 makes the product (pb_result: shape, finite and loss, and the checks the phase has:
+ * data_loading's batch_index; copy_to_device's on_device, matches_host and resident; d_real's and g_loss's
+ * zero_before and nonzero_grads, d_fake's nonzero_grads, over the discriminator's or the generator's parameters;
+ * d_step's and g_step's moved and update_error, of the discriminator's first convolution's weight or the generator's
+ * conv1.weight against Adam's update from its state after the step), 0 none (every field but the CPU times and page
+ * faults unset); any other value is refused. */
+int pb_dcgan_run_phase(pb_dcgan trainer, const char* phase, int32_t checks, int64_t* duration_ns, pb_result* result);
+
+/* The median time of the empty phase for this trainer's device. */
+int pb_dcgan_timer_floor(pb_dcgan trainer, int64_t* duration_ns);
+
+/* `steps` whole steps (every phase in order, progress_print only when the steps trained since creation reach a
+ * multiple of 10); g_losses[i] is step i's generator loss, all read once after the last step. */
+int pb_dcgan_train_steps(pb_dcgan trainer, int64_t steps, double* g_losses);
+
+/* The generator loss the last step (or progress_print round) read; NaN before any. */
+int pb_dcgan_last_loss(pb_dcgan trainer, double* loss);
+
+/* Every float tensor of the two models as one flat float32 buffer: the generator's parameters, the discriminator's,
+ * then the generator's and the discriminator's batch norm running means and variances, each in module order. */
+int pb_dcgan_param_count(pb_dcgan trainer, int64_t* count);
+int pb_dcgan_get_params(pb_dcgan trainer, float* values, int64_t count);
+
+/* The last step's real images (`rows` of 28*28 floats, normalized) and the labels d_real drew for them; room for
+ * `capacity` rows. rows is 0 where no batch is held or no labels were drawn since the last round's release. */
+int pb_dcgan_get_batch(pb_dcgan trainer, float* images, float* labels, int64_t capacity, int64_t* rows);
 
 #pragma GCC visibility pop
 

@@ -1,5 +1,6 @@
 // c_api.cpp: the C ABI of include/phasebench.h. Each function runs its body inside guarded() and takes its
-// session through session_of() (a regression trainer through regression_of(); c_api.h), then asks the trainer.
+// session through session_of() (a regression trainer through regression_of(), a DCGAN trainer through dcgan_of();
+// c_api.h), then asks the trainer.
 #include "c_api.h"
 
 #include <ATen/Context.h>
@@ -399,6 +400,101 @@ int pb_regression_get_batch(pb_regression trainer, float* features, float* targe
       throw std::length_error("batch of " + std::to_string(n) + " rows, room for " + std::to_string(capacity));
     std::memcpy(features, x.data_ptr<float>(), x.numel() * sizeof(float));
     std::memcpy(targets, y.data_ptr<float>(), y.numel() * sizeof(float));
+    *rows = n;
+  });
+}
+
+// -- the DCGAN program (dcgan.h) ----------------------------------------------------------------------------------
+
+int pb_dcgan_create(const pb_dcgan_options* options, pb_dcgan* out) {
+  return guarded([&] {
+    require(options, "options");
+    require(out, "output handle");
+    if (options->struct_size != static_cast<int64_t>(sizeof(pb_dcgan_options)))
+      throw std::invalid_argument("pb_dcgan_options of " + std::to_string(options->struct_size) +
+                                  " bytes, this library's has " + std::to_string(sizeof(pb_dcgan_options)) +
+                                  ": the bindings and the library come from different sources");
+    require(options->data_root, "data_root");
+    *out = 0;
+    *out = add_dcgan(std::make_shared<DcganTrainer>(*options));
+  });
+}
+
+// Refused ("dcgan busy") while another call is using it.
+int pb_dcgan_destroy(pb_dcgan trainer) {
+  return guarded([&] { remove_dcgan(trainer); });
+}
+
+int pb_dcgan_phase_names(pb_dcgan trainer, char* buffer, int64_t capacity) {
+  return guarded([&] { copy_out(joined(dcgan_of(trainer)->phase_names()), buffer, capacity); });
+}
+
+int pb_dcgan_run_phase(pb_dcgan trainer, const char* phase, int32_t checks, int64_t* duration_ns, pb_result* result) {
+  return guarded([&] {
+    const auto held = dcgan_of(trainer);
+    require(phase, "phase name");
+    require(duration_ns, "duration output");
+    if (checks != 0 && checks != 1)
+      throw std::invalid_argument("round checks " + std::to_string(checks) + ": 1 (on) or 0 (off)");
+    *duration_ns = held->run_phase(phase, checks == 1, result).ns;
+  });
+}
+
+int pb_dcgan_timer_floor(pb_dcgan trainer, int64_t* duration_ns) {
+  return guarded([&] {
+    const auto held = dcgan_of(trainer);
+    require(duration_ns, "duration output");
+    *duration_ns = held->timer_floor();
+  });
+}
+
+int pb_dcgan_train_steps(pb_dcgan trainer, int64_t steps, double* g_losses) {
+  return guarded([&] {
+    const auto held = dcgan_of(trainer);
+    require(g_losses, "loss buffer");
+    const auto losses = held->train_steps(steps);
+    std::copy(losses.begin(), losses.end(), g_losses);
+  });
+}
+
+int pb_dcgan_last_loss(pb_dcgan trainer, double* loss) {
+  return guarded([&] {
+    const auto held = dcgan_of(trainer);
+    require(loss, "loss output");
+    *loss = held->last_loss();
+  });
+}
+
+int pb_dcgan_param_count(pb_dcgan trainer, int64_t* count) {
+  return guarded([&] {
+    const auto held = dcgan_of(trainer);
+    require(count, "count output");
+    *count = 0;
+    for (const auto& t : held->state_tensors()) *count += t.numel();
+  });
+}
+
+int pb_dcgan_get_params(pb_dcgan trainer, float* values, int64_t count) {
+  return guarded([&] { copy_params_out(checked_params(dcgan_of(trainer)->state_tensors(), values, count), values); });
+}
+
+int pb_dcgan_get_batch(pb_dcgan trainer, float* images, float* labels, int64_t capacity, int64_t* rows) {
+  return guarded([&] {
+    const auto held = dcgan_of(trainer);
+    require(images, "image buffer");
+    require(labels, "label buffer");
+    require(rows, "row count output");
+    if (!held->real_images().defined() || !held->real_labels().defined()) {
+      *rows = 0;
+      return;
+    }
+    const auto x = held->real_images().detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    const auto y = held->real_labels().detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    const int64_t n = x.size(0);
+    if (n > capacity)
+      throw std::length_error("batch of " + std::to_string(n) + " images, room for " + std::to_string(capacity));
+    std::memcpy(images, x.data_ptr<float>(), x.numel() * sizeof(float));
+    std::memcpy(labels, y.data_ptr<float>(), y.numel() * sizeof(float));
     *rows = n;
   });
 }

@@ -1,5 +1,5 @@
 // sessions.cpp: the live objects behind the C ABI's handles, each kind in a table of its own (handles.h says what a
-// handle is): the MNIST sessions and the regression trainers.
+// handle is): the MNIST sessions, the regression trainers and the DCGAN trainers.
 #include "c_api.h"
 
 #include <atomic>
@@ -15,6 +15,11 @@ HandleTable<Session>& live_sessions() {
 
 HandleTable<RegressionTrainer>& live_regressions() {
   static HandleTable<RegressionTrainer> table("regression");
+  return table;
+}
+
+HandleTable<DcganTrainer>& live_dcgans() {
+  static HandleTable<DcganTrainer> table("dcgan");
   return table;
 }
 
@@ -39,5 +44,9 @@ pb_regression add_regression(std::shared_ptr<RegressionTrainer> trainer) {
 }
 std::shared_ptr<RegressionTrainer> regression_of(pb_regression handle) { return live_regressions().get(handle); }
 void remove_regression(pb_regression handle) { live_regressions().remove(handle); }
+
+pb_dcgan add_dcgan(std::shared_ptr<DcganTrainer> trainer) { return live_dcgans().add(std::move(trainer)); }
+std::shared_ptr<DcganTrainer> dcgan_of(pb_dcgan handle) { return live_dcgans().get(handle); }
+void remove_dcgan(pb_dcgan handle) { live_dcgans().remove(handle); }
 
 }  // namespace phasebench

@@ -11,7 +11,7 @@ from array import array
 from phasebench.phase_round import PhaseRound
 
 PB_OK = 0
-PB_ABI_VERSION = 10  # cpp/include/phasebench.h: these bindings' structs and signatures
+PB_ABI_VERSION = 11  # cpp/include/phasebench.h: these bindings' structs and signatures
 IMAGE_FLOATS = 28 * 28
 
 
@@ -48,6 +48,20 @@ class RegressionOptions(SizedStructure):
         ("threads", ctypes.c_int32),
         ("seed", ctypes.c_int64),
         ("batch_size", ctypes.c_int64),
+    ]
+
+
+class DcganOptions(SizedStructure):
+    """pb_dcgan_options: the DCGAN program's trainer (ABI 11)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_int64),
+        ("device", ctypes.c_char_p),
+        ("threads", ctypes.c_int32),
+        ("seed", ctypes.c_int64),
+        ("batch_size", ctypes.c_int64),
+        ("data_root", ctypes.c_char_p),  # the folder holding MNIST/raw
+        ("log_path", ctypes.c_char_p),  # None: stdout
     ]
 
 
@@ -123,6 +137,7 @@ class CppError(RuntimeError):
 
 _SESSION = ctypes.c_uint64  # pb_session: a token, never an address
 _REGRESSION = ctypes.c_uint64  # pb_regression: a token of its own table
+_DCGAN = ctypes.c_uint64  # pb_dcgan: a token of its own table
 _I64P = ctypes.POINTER(ctypes.c_int64)
 _SIGNATURES = {
     "pb_abi_version": [ctypes.POINTER(ctypes.c_int32)],
@@ -163,6 +178,18 @@ _SIGNATURES = {
     "pb_regression_get_params": [_REGRESSION, ctypes.POINTER(ctypes.c_float), ctypes.c_int64],
     "pb_regression_get_batch": [_REGRESSION, ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_float),
                                 ctypes.c_int64, _I64P],
+    # The DCGAN program (ABI 11).
+    "pb_dcgan_create": [ctypes.POINTER(DcganOptions), ctypes.POINTER(_DCGAN)],
+    "pb_dcgan_destroy": [_DCGAN],
+    "pb_dcgan_phase_names": [_DCGAN, ctypes.c_char_p, ctypes.c_int64],
+    "pb_dcgan_run_phase": [_DCGAN, ctypes.c_char_p, ctypes.c_int32, _I64P, ctypes.POINTER(Result)],
+    "pb_dcgan_timer_floor": [_DCGAN, _I64P],
+    "pb_dcgan_train_steps": [_DCGAN, ctypes.c_int64, ctypes.POINTER(ctypes.c_double)],
+    "pb_dcgan_last_loss": [_DCGAN, ctypes.POINTER(ctypes.c_double)],
+    "pb_dcgan_param_count": [_DCGAN, _I64P],
+    "pb_dcgan_get_params": [_DCGAN, ctypes.POINTER(ctypes.c_float), ctypes.c_int64],
+    "pb_dcgan_get_batch": [_DCGAN, ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_float), ctypes.c_int64,
+                           _I64P],
 }
 # cpp/include/phasebench_testing.h: the testing build's test-only entry points, outside the production ABI.
 TESTING_SIGNATURES = {
@@ -463,3 +490,76 @@ class CppRegressionTrainer:
         features, targets, rows = (ctypes.c_float * (4 * capacity))(), (ctypes.c_float * capacity)(), ctypes.c_int64()
         call(self.lib, "pb_regression_get_batch", self.handle, features, targets, capacity, ctypes.byref(rows))
         return list(features[: 4 * rows.value]), list(targets[: rows.value])
+
+
+class CppDcganTrainer:
+    """The DCGAN program's C++ trainer (cpp/src/dcgan.cpp) behind the methods of phasebench.train.dcgan's trainer."""
+
+    def __init__(self, lib: ctypes.CDLL, device: str = "cpu", seed: int = 1, threads: int = 0, batch_size: int = 64,
+                 data_root: str = "data", log_path: str = ""):
+        self.lib, self.batch_size, self.threads_asked = lib, batch_size, threads
+        self.handle = _DCGAN()
+        options = DcganOptions(device.encode(), threads, seed, batch_size, data_root.encode(),
+                               log_path.encode() if log_path else None)
+        call(lib, "pb_dcgan_create", ctypes.byref(options), ctypes.byref(self.handle))
+
+    def close(self) -> None:
+        if self.handle.value:
+            call(self.lib, "pb_dcgan_destroy", self.handle)
+            self.handle = _DCGAN()
+
+    def threads(self) -> int:
+        """The intra-op threads it was created with (pb_dcgan_create sets LibTorch's to them; 0: LibTorch's default,
+        which the C ABI does not read back for this trainer)."""
+        return self.threads_asked
+
+    def flags(self) -> dict:
+        return numerics_flags(self.lib)
+
+    def phase_names(self) -> list[str]:
+        buffer = ctypes.create_string_buffer(4096)
+        call(self.lib, "pb_dcgan_phase_names", self.handle, buffer, len(buffer))
+        return buffer.value.decode().split(",")
+
+    def run_phase(self, name: str, checks: bool = True) -> PhaseRound:
+        """One round of `name`: the phases before it untimed, then its body timed (pb_dcgan_run_phase)."""
+        ns, result = ctypes.c_int64(), Result()
+        call(self.lib, "pb_dcgan_run_phase", self.handle, name.encode(), int(checks), ctypes.byref(ns),
+             ctypes.byref(result))
+        product = _product(result) if checks else {"checks": "off"}
+        return PhaseRound(ns.value, result.cpu_ns, result.thread_cpu_ns, product, result.minor_faults,
+                          result.major_faults, measured(result.host_cpu_ns), measured(result.gpu_ns))
+
+    def timer_floor(self) -> int:
+        ns = ctypes.c_int64()
+        call(self.lib, "pb_dcgan_timer_floor", self.handle, ctypes.byref(ns))
+        return ns.value
+
+    def train_steps(self, steps: int) -> list[float]:
+        """Each step's generator loss."""
+        losses = (ctypes.c_double * max(steps, 1))()
+        call(self.lib, "pb_dcgan_train_steps", self.handle, steps, losses)
+        return list(losses[:steps])
+
+    def last_loss(self) -> float | None:
+        loss = ctypes.c_double()
+        call(self.lib, "pb_dcgan_last_loss", self.handle, ctypes.byref(loss))
+        return None if math.isnan(loss.value) else loss.value
+
+    def parameters(self) -> list[float]:
+        """The generator's parameters, the discriminator's, then both models' batch norm running means and variances
+        (pb_dcgan_get_params' order), flat."""
+        count = ctypes.c_int64()
+        call(self.lib, "pb_dcgan_param_count", self.handle, ctypes.byref(count))
+        values = (ctypes.c_float * count.value)()
+        call(self.lib, "pb_dcgan_get_params", self.handle, values, count.value)
+        return list(values)
+
+    def batch(self) -> tuple[list[float], list[float]]:
+        """The last step's real images (flat, normalized) and the labels d_real drew for them; empty where none are
+        held."""
+        capacity = self.batch_size
+        images = (ctypes.c_float * (IMAGE_FLOATS * capacity))()
+        labels, rows = (ctypes.c_float * capacity)(), ctypes.c_int64()
+        call(self.lib, "pb_dcgan_get_batch", self.handle, images, labels, capacity, ctypes.byref(rows))
+        return list(images[: IMAGE_FLOATS * rows.value]), list(labels[: rows.value])

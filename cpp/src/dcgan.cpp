@@ -1,0 +1,331 @@
+// dcgan.cpp: pytorch/examples' cpp/dcgan program as the suite times it (dcgan.h): its two models and optimizers,
+// its loader, its one table of phases (what each times and produces), and the round that times one.
+#include "dcgan.h"
+
+#include "checks.h"
+#include "trainer.h"  // resolve_device
+
+#include <algorithm>
+#include <stdexcept>
+#include <tuple>
+
+namespace phasebench {
+
+namespace {
+
+torch::Device dcgan_device(const char* name) {
+  torch::Device device(name ? name : "cpu");
+  if (device.is_cuda() && !torch::cuda::is_available())
+    throw std::runtime_error("device " + device.str() + " requested but CUDA is not available");
+  return resolve_device(device);
+}
+
+bool dcgan_finite(const torch::Tensor& t) { return t.defined() && torch::isfinite(t).all().item<bool>(); }
+
+std::vector<torch::Tensor> dcgan_gradients(const std::vector<torch::Tensor>& parameters) {
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : parameters) grads.push_back(p.grad());
+  return grads;
+}
+
+// The parameter tensors whose gradient is set and not all zero.
+int32_t dcgan_nonzero_grads(const std::vector<torch::Tensor>& parameters) {
+  int32_t n = 0;
+  for (const auto& g : dcgan_gradients(parameters)) n += g.defined() && g.ne(0).any().item<bool>();
+  return n;
+}
+
+// max |w - (w0 - (lr / bc1) * exp_avg / (sqrt(exp_avg_sq) / sqrt(bc2) + eps))|, from the parameter's Adam state
+// after its step, in the optimizer's own form (bc1 = 1 - beta1^step, bc2 = 1 - beta2^step).
+double adam_update_error(torch::optim::Adam& optimizer, const torch::Tensor& weight, const torch::Tensor& before) {
+  auto& state = optimizer.state();
+  const auto found = state.find(weight.unsafeGetTensorImpl());
+  if (found == state.end()) throw std::logic_error("the checked weight has no Adam state after its step");
+  const auto& adam = static_cast<const torch::optim::AdamParamState&>(*found->second);
+  const auto& options = static_cast<const torch::optim::AdamOptions&>(optimizer.defaults());
+  const auto step = static_cast<double>(adam.step());
+  const double correction1 = 1 - std::pow(std::get<0>(options.betas()), step);
+  const double correction2 = 1 - std::pow(std::get<1>(options.betas()), step);
+  const auto denominator = (adam.exp_avg_sq().sqrt() / std::sqrt(correction2)).add(options.eps());
+  const auto expected = before.addcdiv(adam.exp_avg(), denominator, -options.lr() / correction1);
+  return (weight.detach() - expected).abs().max().item<double>();
+}
+
+torch::optim::Adam make_adam(const std::vector<torch::Tensor>& parameters) {
+  return torch::optim::Adam(parameters, torch::optim::AdamOptions(kDcganLearningRate)
+                                            .betas(std::make_tuple(kDcganBeta1, kDcganBeta2)));
+}
+
+}  // namespace
+
+DCGANGeneratorImpl::DCGANGeneratorImpl(int64_t noise_size)
+    : conv1(torch::nn::ConvTranspose2dOptions(noise_size, 256, 4).bias(false)),
+      batch_norm1(256),
+      conv2(torch::nn::ConvTranspose2dOptions(256, 128, 3).stride(2).padding(1).bias(false)),
+      batch_norm2(128),
+      conv3(torch::nn::ConvTranspose2dOptions(128, 64, 4).stride(2).padding(1).bias(false)),
+      batch_norm3(64),
+      conv4(torch::nn::ConvTranspose2dOptions(64, 1, 4).stride(2).padding(1).bias(false)) {
+  register_module("conv1", conv1);
+  register_module("batch_norm1", batch_norm1);
+  register_module("conv2", conv2);
+  register_module("batch_norm2", batch_norm2);
+  register_module("conv3", conv3);
+  register_module("batch_norm3", batch_norm3);
+  register_module("conv4", conv4);
+}
+
+torch::Tensor DCGANGeneratorImpl::forward(torch::Tensor x) {
+  x = torch::relu(batch_norm1(conv1(x)));
+  x = torch::relu(batch_norm2(conv2(x)));
+  x = torch::relu(batch_norm3(conv3(x)));
+  x = torch::tanh(conv4(x));
+  return x;
+}
+
+// The layers are made one statement each, first to last: as the arguments of one call, as the example writes them,
+// their order is the compiler's (GCC makes the last first), and the convolutions' weights would be drawn in another
+// order than Python's nn.Sequential draws them.
+torch::nn::Sequential make_discriminator() {
+  using namespace torch::nn;
+  const auto leaky = LeakyReLUOptions().negative_slope(0.2);
+  Sequential discriminator;
+  discriminator->push_back(Conv2d(Conv2dOptions(1, 64, 4).stride(2).padding(1).bias(false)));
+  discriminator->push_back(LeakyReLU(leaky));
+  discriminator->push_back(Conv2d(Conv2dOptions(64, 128, 4).stride(2).padding(1).bias(false)));
+  discriminator->push_back(BatchNorm2d(128));
+  discriminator->push_back(LeakyReLU(leaky));
+  discriminator->push_back(Conv2d(Conv2dOptions(128, 256, 4).stride(2).padding(1).bias(false)));
+  discriminator->push_back(BatchNorm2d(256));
+  discriminator->push_back(LeakyReLU(leaky));
+  discriminator->push_back(Conv2d(Conv2dOptions(256, 1, 3).stride(1).padding(0).bias(false)));
+  discriminator->push_back(Sigmoid());
+  return discriminator;
+}
+
+DcganTrainer::DcganTrainer(const pb_dcgan_options& options)
+    : device_(dcgan_device(options.device)),
+      events_(device_.is_cuda() ? std::make_unique<BodyEvents>(device_) : nullptr),
+      batch_size_(options.batch_size) {
+  if (batch_size_ < 1) throw std::invalid_argument("batch size must be at least 1, got " + std::to_string(batch_size_));
+  if (options.threads < 0) throw std::invalid_argument("threads " + std::to_string(options.threads) + ": 0 or more");
+  if (!options.data_root) throw std::invalid_argument("null data_root");
+  const std::string log_path = options.log_path ? options.log_path : "";
+  if (!log_path.empty()) {
+    log_.reset(std::fopen(log_path.c_str(), "a"));
+    if (!log_) throw std::runtime_error(log_path + ": cannot open log file");
+  }
+  if (options.threads > 0) torch::set_num_threads(options.threads);
+  // One seed, then the example's draws in its order: the generator, the discriminator; then the optimizers and the
+  // data, which draw nothing.
+  torch::manual_seed(options.seed);
+  generator_ = DCGANGenerator(kNoiseSize);
+  discriminator_ = make_discriminator();
+  generator_->to(device_);
+  discriminator_->to(device_);
+  generator_optimizer_ = std::make_unique<torch::optim::Adam>(make_adam(generator_->parameters()));
+  discriminator_optimizer_ = std::make_unique<torch::optim::Adam>(make_adam(discriminator_->parameters()));
+  // LibTorch's MNIST reads the IDX files straight from the folder it is given.
+  auto mnist = load_mnist(std::string(options.data_root) + "/MNIST/raw", /*train=*/true);
+  const auto size = static_cast<int64_t>(mnist.size().value());
+  batches_per_epoch_ = (size + batch_size_ - 1) / batch_size_;
+  loader_ = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+      std::move(mnist)
+          .map(torch::data::transforms::Normalize<>(kDcganNormalize, kDcganNormalize))
+          .map(torch::data::transforms::Stack<>()),
+      batch_size_);
+  phases_ = make_phases();
+}
+
+// The next batch; past the epoch's last one, the first of a new epoch (the same order again).
+void DcganTrainer::data_loading() {
+  if (!batches_ || *batches_ == loader_->end()) {
+    batches_.emplace(loader_->begin());
+    ++epoch_;
+    batch_in_epoch_ = 0;
+  }
+  batch_ = **batches_;
+  ++*batches_;
+  ++batch_in_epoch_;
+}
+
+void DcganTrainer::d_real() {
+  discriminator_->zero_grad();
+  const int64_t n = real_images_.size(0);
+  real_labels_ = torch::empty({n}, torch::TensorOptions().device(device_)).uniform_(0.8, 1.0);
+  real_output_ = discriminator_->forward(real_images_).reshape(real_labels_.sizes());
+  d_loss_real_ = torch::binary_cross_entropy(real_output_, real_labels_);
+  d_loss_real_.backward();
+}
+
+void DcganTrainer::g_forward() {
+  noise_ = torch::randn({real_images_.size(0), kNoiseSize, 1, 1}, torch::TensorOptions().device(device_));
+  fake_images_ = generator_->forward(noise_);
+}
+
+void DcganTrainer::d_fake() {
+  fake_labels_ = torch::zeros({real_images_.size(0)}, torch::TensorOptions().device(device_));
+  fake_output_ = discriminator_->forward(fake_images_.detach()).reshape(fake_labels_.sizes());
+  d_loss_fake_ = torch::binary_cross_entropy(fake_output_, fake_labels_);
+  d_loss_fake_.backward();
+  d_loss_ = d_loss_real_ + d_loss_fake_;
+}
+
+void DcganTrainer::g_loss() {
+  generator_->zero_grad();
+  fake_labels_.fill_(1);
+  fake_output_ = discriminator_->forward(fake_images_).reshape(fake_labels_.sizes());
+  g_loss_ = torch::binary_cross_entropy(fake_output_, fake_labels_);
+  g_loss_.backward();
+}
+
+void DcganTrainer::progress_print() {
+  const float d_loss = d_loss_.item<float>(), g_loss = g_loss_.item<float>();
+  std::fprintf(log_ ? log_.get() : stdout, "[%2ld][%3ld/%3ld] D_loss: %.4f | G_loss: %.4f\n", static_cast<long>(epoch_),
+               static_cast<long>(batch_in_epoch_), static_cast<long>(batches_per_epoch_), d_loss, g_loss);
+  loss_ = g_loss;
+}
+
+std::vector<DcganTrainer::Phase> DcganTrainer::make_phases() {
+  const auto remember_zero = [this](const std::vector<torch::Tensor>& parameters) {
+    zero_before_ = dcgan_nonzero_grads(parameters) == 0;
+  };
+  const auto first_conv = [this]() -> torch::Tensor& { return discriminator_->ptr(0)->as<torch::nn::Conv2d>()->weight; };
+  return {
+      {"data_loading", [this] { data_loading(); }, nullptr,
+       [this] {
+         auto r = product(batch_.data, dcgan_finite(batch_.data));
+         r.batch_index = batch_in_epoch_ - 1;
+         return r;
+       }},
+      {"copy_to_device", [this] { copy_to_device(); }, nullptr,
+       [this] {
+         auto r = product(real_images_, dcgan_finite(real_images_));
+         r.on_device = real_images_.device() == device_;
+         r.matches_host = torch::equal(real_images_.cpu(), batch_.data.cpu());
+         // Nothing was copied: the batch already lived where it was asked for (always on cpu).
+         r.resident = real_images_.data_ptr() == batch_.data.data_ptr();
+         return r;
+       }},
+      {"d_real", [this] { d_real(); }, [this, remember_zero] { remember_zero(discriminator_->parameters()); },
+       [this] {
+         const auto parameters = discriminator_->parameters();
+         auto r = product(real_output_, dcgan_finite(real_output_) && all_finite(dcgan_gradients(parameters)),
+                          d_loss_real_.item<double>());
+         r.zero_before = zero_before_;
+         r.nonzero_grads = dcgan_nonzero_grads(parameters);
+         return r;
+       }},
+      {"g_forward", [this] { g_forward(); }, nullptr, [this] { return product(fake_images_, dcgan_finite(fake_images_)); }},
+      {"d_fake", [this] { d_fake(); }, nullptr,
+       [this] {
+         const auto parameters = discriminator_->parameters();
+         auto r = product(fake_output_, dcgan_finite(fake_output_) && all_finite(dcgan_gradients(parameters)),
+                          d_loss_fake_.item<double>());
+         r.nonzero_grads = dcgan_nonzero_grads(parameters);
+         return r;
+       }},
+      {"d_step", [this] { d_step(); }, [this, first_conv] { weight_before_ = first_conv().detach().clone(); },
+       [this, first_conv] {
+         const auto weight = first_conv().detach();
+         auto r = product(weight, all_finite(discriminator_->parameters()));
+         r.moved = (weight - weight_before_).abs().max().item<double>();
+         r.update_error = adam_update_error(*discriminator_optimizer_, first_conv(), weight_before_);
+         return r;
+       }},
+      {"g_loss", [this] { g_loss(); }, [this, remember_zero] { remember_zero(generator_->parameters()); },
+       [this] {
+         const auto parameters = generator_->parameters();
+         auto r = product(fake_output_, dcgan_finite(fake_output_) && all_finite(dcgan_gradients(parameters)),
+                          g_loss_.item<double>());
+         r.zero_before = zero_before_;
+         r.nonzero_grads = dcgan_nonzero_grads(parameters);
+         return r;
+       }},
+      {"g_step", [this] { g_step(); }, [this] { weight_before_ = generator_->conv1->weight.detach().clone(); },
+       [this] {
+         const auto weight = generator_->conv1->weight.detach();
+         auto r = product(weight, all_finite(generator_->parameters()));
+         r.moved = (weight - weight_before_).abs().max().item<double>();
+         r.update_error = adam_update_error(*generator_optimizer_, generator_->conv1->weight, weight_before_);
+         return r;
+       }},
+      {"progress_print", [this] { progress_print(); }, nullptr,
+       [this] { return product(g_loss_, dcgan_finite(d_loss_) && std::isfinite(loss_), loss_); }},
+  };
+}
+
+std::vector<std::string> DcganTrainer::phase_names() const {
+  std::vector<std::string> names;
+  for (const auto& phase : phases_) names.push_back(phase.name);
+  return names;
+}
+
+// What the last round left is freed before the next one's preparation, as a training loop frees its last step's.
+void DcganTrainer::release() {
+  batch_ = Batch();
+  real_images_ = real_labels_ = real_output_ = d_loss_real_ = torch::Tensor();
+  noise_ = fake_images_ = fake_labels_ = fake_output_ = d_loss_fake_ = d_loss_ = g_loss_ = torch::Tensor();
+  weight_before_ = torch::Tensor();
+  zero_before_ = -1;
+}
+
+Timing DcganTrainer::run_phase(const std::string& name, bool checks, pb_result* result) {
+  const auto phase = std::find_if(phases_.begin(), phases_.end(), [&](const Phase& p) { return p.name == name; });
+  if (phase == phases_.end()) {
+    std::string known;
+    for (const auto& p : phases_) known += (known.empty() ? "" : ", ") + p.name;
+    throw std::invalid_argument("unknown phase '" + name + "' of the dcgan program: " + known);
+  }
+  release();
+  for (auto earlier = phases_.begin(); earlier != phase; ++earlier) earlier->body();
+  if (checks && phase->check_before) phase->check_before();
+  // Page faults across the round, read outside the clock (a system call each).
+  const auto faults_before = page_faults();
+  const Timing timing = timed(device_, phase->body, events_.get());
+  const auto faults_after = page_faults();
+  if (result) {
+    *result = checks ? phase->product() : unset_product();
+    result->cpu_ns = timing.cpu_ns;
+    result->thread_cpu_ns = timing.thread_cpu_ns;
+    result->host_cpu_ns = timing.host_cpu_ns;
+    result->gpu_ns = timing.gpu_ns;
+    result->minor_faults = faults_after.first - faults_before.first;
+    result->major_faults = faults_after.second - faults_before.second;
+  }
+  return timing;
+}
+
+void DcganTrainer::step() {
+  for (const auto& phase : phases_)
+    if (phase.name != "progress_print") phase.body();
+  if (++trained_ % kDcganLogInterval == 0) progress_print();
+}
+
+std::vector<double> DcganTrainer::train_steps(int64_t steps) {
+  if (steps < 0) throw std::invalid_argument("a negative number of steps");
+  std::vector<torch::Tensor> g_losses;
+  g_losses.reserve(static_cast<size_t>(steps));
+  for (int64_t i = 0; i < steps; ++i) {
+    step();
+    g_losses.push_back(g_loss_.detach());
+  }
+  if (g_losses.empty()) return {};
+  // One host read after the loop: the example synchronizes only where it logs.
+  const auto read = torch::stack(g_losses).to(torch::kCPU).contiguous();
+  const float* values = read.data_ptr<float>();
+  std::vector<double> losses(values, values + steps);
+  loss_ = losses.back();
+  return losses;
+}
+
+std::vector<torch::Tensor> DcganTrainer::state_tensors() const {
+  std::vector<torch::Tensor> tensors = generator_->parameters();
+  for (const auto& p : discriminator_->parameters()) tensors.push_back(p);
+  for (const auto& buffers : {generator_->buffers(), discriminator_->buffers()})
+    for (const auto& b : buffers)
+      if (b.is_floating_point()) tensors.push_back(b);
+  return tensors;
+}
+
+}  // namespace phasebench
