@@ -324,6 +324,7 @@ def test_phase(request, benchmark, worker_for, new_worker, utilization_of, setti
     # Another program's phase is named PROGRAM:PHASE (phasebench/programs.py): its workers are that program's, asked for
     # their own phase's name; the case keeps the qualified name as its group and saved phase.
     program, own_phase = split_case_phase(phase)
+    settings = settings.for_program(program.name)  # a program's own rounds, where the command gives none
     if program.is_default:
         assert phase in PHASE_NAMES + ONE_SHOT_PHASES, f"no phase '{phase}' in phasebench/train/trainer.py's PHASES or ONE_SHOT"
     registered = registry.get(impl)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from phasebench.spec import LABELS, PHASE_LABELS, TRAINING_PHASES
 
 LANGUAGES = ("python", "cpp")
+TRAINER_SETTINGS = ("data_root", "log_path")  # what a program's trainers may take from the session (Program.settings)
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,14 @@ class Program:
     # A training run's steps (bench/test_training_run.py test_program_run): a fixed count in both languages, where the
     # example trains until a loss threshold; 0 for the seed's program, whose run trains --epochs epochs.
     run_steps: int = 0
+    # The session's settings its trainers take beside device, threads and seed (phasebench/plugin/session.py
+    # worker_options): "data_root" (the seed's data folder) and "log_path" (its progress lines' file; without it the
+    # worker writes the run's last loss there itself).
+    settings: tuple[str, ...] = ()
+    # Counted and warm-up rounds of its per-phase cases where the command gives no --rounds/--warmup-rounds (0: the
+    # options' defaults): a program whose step takes a tenth of a second takes fewer.
+    rounds: int = 0
+    warmup_rounds: int = 0
 
     def __post_init__(self):
         if not self.phases or len(set(self.phases)) != len(self.phases):
@@ -40,6 +49,9 @@ class Program:
         unlabelled = [phase for phase in self.phases if phase not in self.labels]
         if unlabelled:
             raise ValueError(f"program '{self.name}': no label for {', '.join(unlabelled)}")
+        unknown_settings = set(self.settings) - set(TRAINER_SETTINGS)
+        if unknown_settings:
+            raise ValueError(f"program '{self.name}': unknown settings {sorted(unknown_settings)}")
         unknown = self.step_trainers.keys() - set(LANGUAGES)
         if unknown:
             raise ValueError(f"program '{self.name}': trainers for unknown languages {sorted(unknown)}")
@@ -99,6 +111,17 @@ PROGRAMS = {program.name: program for program in (
                            "cpp": "phasebench.worker.cpp_lib:CppRegressionTrainer"},
             source="cpp/regression/regression.cpp, regression/main.py",
             product_checks="phasebench.train.regression_checks:problems", run_steps=10_000),
+    # pytorch/examples' DCGAN on MNIST (docs/method.md#the-dcgan-program).
+    Program("dcgan", ("data_loading", "copy_to_device", "d_real", "g_forward", "d_fake", "d_step", "g_loss", "g_step",
+                      "progress_print"),
+            {"data_loading": LABELS["data_loading"], "copy_to_device": LABELS["copy_to_device"],
+             "d_real": "Discriminator On Real", "g_forward": "Generator Forward", "d_fake": "Discriminator On Fake",
+             "d_step": "Discriminator Update", "g_loss": "Generator Loss", "g_step": "Generator Update",
+             "progress_print": LABELS["progress_print"]},
+            step_trainers={"python": "phasebench.train.dcgan:DcganTrainer",
+                           "cpp": "phasebench.worker.cpp_lib:CppDcganTrainer"},
+            source="cpp/dcgan/dcgan.cpp", product_checks="phasebench.train.dcgan_checks:problems", run_steps=100,
+            settings=("data_root", "log_path"), rounds=30, warmup_rounds=2),
 )}
 DEFAULT_PROGRAM = "mnist"
 # A per-phase case of a program other than the seed's names its phase "PROGRAM:PHASE" (its id, its benchmark group and

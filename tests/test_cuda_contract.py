@@ -26,6 +26,7 @@ from contextlib import contextmanager
 
 import pytest
 
+from phasebench.programs import PROGRAMS
 from phasebench.worker import cpp_lib
 from tests.c_abi_calls import PB_ERROR, run_child
 
@@ -82,6 +83,17 @@ def test_the_python_trainer_hands_set_device_an_index(settings, cuda_driver_fake
     assert cuda_driver_faked == [index]
     assert type(cuda_driver_faked[0]) is int
     assert made_for == [torch.device("cuda", index)]
+
+
+@pytest.mark.parametrize("requested, index", [("cuda", 1), ("cuda:0", 0)], ids=["bare-cuda", "cuda-0"])
+@pytest.mark.parametrize("name", [name for name, declared in PROGRAMS.items() if declared.step_trainers])
+def test_every_programs_python_trainer_hands_set_device_an_index(settings, cuda_driver_faked, name, requested, index):
+    """The other programs' Python trainers (phasebench/programs.py) resolve their device as the seed's does."""
+    declared = PROGRAMS[name]
+    options = {"data_root": settings.source.root} if "data_root" in declared.settings else {}
+    with pytest.raises(SetDeviceReached):
+        declared.step_trainer("python")(device=requested, **options)
+    assert cuda_driver_faked == [index] and type(cuda_driver_faked[0]) is int
 
 
 # -- the C++ trainer's device: c10's CUDA device guard implementation ----------------------------------------------

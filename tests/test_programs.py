@@ -20,11 +20,11 @@ from phasebench.train import regression_checks
 
 OTHERS = [name for name in PROGRAMS if name != DEFAULT_PROGRAM]
 # The modules that may name a program other than the seed's: where programs are declared, their trainers and their
-# product checks (docs/architecture.md#adding-a-program lists the files a program touches). "dcgan", a program not
-# declared yet, is named here so that no module names it before its declaration does.
+# product checks (docs/architecture.md#adding-a-program lists the files a program touches).
 DECLARING = {"phasebench/programs.py", "phasebench/train/regression.py", "phasebench/train/regression_checks.py",
-             "phasebench/worker/cpp_lib.py", "phasebench/worker/program_steps.py"}
-NAMES = set(OTHERS) | {"dcgan"}
+             "phasebench/train/dcgan.py", "phasebench/train/dcgan_checks.py", "phasebench/worker/cpp_lib.py",
+             "phasebench/worker/program_steps.py"}
+NAMES = set(OTHERS)
 # A program's name in another sense, where it is not the program: (module, literal).
 OTHER_SENSES = {("phasebench/gate/comment.py", "regression")}  # the count gate's older verdict word for a slowdown
 
@@ -44,7 +44,7 @@ def test_program_option_parses_known_names_in_order_and_refuses_others():
     assert programs.parse(None) == (DEFAULT_PROGRAM,)
     assert programs.parse(f" regression,{DEFAULT_PROGRAM},regression") == ("regression", DEFAULT_PROGRAM)
     for bad in ("nope", "regression,nope", ","):
-        with pytest.raises(ValueError, match=f"--program '{bad}': valid values are mnist, regression"):
+        with pytest.raises(ValueError, match=f"--program '{bad}': valid values are mnist, regression, dcgan"):
             programs.parse(bad)
 
 
@@ -191,12 +191,25 @@ def test_the_answer_tables_a_programs_phases_beside_the_seeds():
     assert cpu["backward"] == own["backward"]
 
 
+def dcgan_flops(batch: int) -> int:
+    """A DCGAN step's convolution FLOPs, worked out by hand: a convolution's forward is 2·N·Cin·Cout·k² FLOPs per
+    output position (a transposed one's per input position), its weight's gradient as many, its input's gradient as
+    many where the input needs one. A step runs the discriminator D forward three times (real, fakes detached, fakes),
+    backward three times (its first layer's input gradient only on the generator's fakes), and the generator G
+    forward once and backward once (no gradient for the noise): 9·D − 2·D₁ + 3·G − G₁."""
+    def conv(c_in, c_out, k, positions):
+        return 2 * batch * c_in * c_out * k * k * positions
+    generator = [conv(100, 256, 4, 1), conv(256, 128, 3, 4 * 4), conv(128, 64, 4, 7 * 7), conv(64, 1, 4, 14 * 14)]
+    discriminator = [conv(1, 64, 4, 14 * 14), conv(64, 128, 4, 7 * 7), conv(128, 256, 4, 3 * 3), conv(256, 1, 3, 1)]
+    return 9 * sum(discriminator) - 2 * discriminator[0] + 3 * sum(generator) - generator[0]
+
+
 @pytest.mark.needs_data
 def test_step_counts_count_each_programs_arithmetic_and_operations_in_both_languages(pytestconfig, tmp_path):
     """python -m phasebench.worker.step_counts against answers worked out by hand: a regression step multiplies a
     32×4 batch by a 4×1 weight forward (256 FLOPs) and twice that backward (the weight's and the input's gradients:
     768); the seed's Net at batch 64 is 61,504,000 FLOPs forward (its convolutions and linear layers) and
-    104,576,000 backward (conv1 needs no input gradient). Both languages' counts are the same network's; each
+    104,576,000 backward (conv1 needs no input gradient); a DCGAN step at batch 64, dcgan_flops's. Both languages' counts are the same network's; each
     operation total is its operators' sum."""
     import json
     import subprocess
@@ -208,7 +221,7 @@ def test_step_counts_count_each_programs_arithmetic_and_operations_in_both_langu
     assert run.returncode == 0, run.stderr[-3000:]
     counted = json.loads((tmp_path / "counts.json").read_text())["programs"]
     assert set(counted) == set(PROGRAMS)
-    expected_flops = {DEFAULT_PROGRAM: 61_504_000 + 104_576_000, "regression": 768}
+    expected_flops = {DEFAULT_PROGRAM: 61_504_000 + 104_576_000, "regression": 768, "dcgan": dcgan_flops(64)}
     for name, languages in counted.items():
         assert set(languages) == set(programs.LANGUAGES), languages
         for language, figures in languages.items():
@@ -216,3 +229,27 @@ def test_step_counts_count_each_programs_arithmetic_and_operations_in_both_langu
             assert figures["operations_per_step"] == sum(figures["operations_by_name"].values()) > 0, (name, language)
     # The model's operators, dispatched from C++ through the same torch, are seen as Python's are.
     assert counted[DEFAULT_PROGRAM]["cpp"]["operations_by_name"]["aten.convolution_backward"] == 2
+
+
+def test_a_program_takes_its_declared_rounds_unless_the_command_gives_some(settings):
+    """A DCGAN step takes a tenth of a second: its per-phase cases take its declared rounds and warm-up, unless the
+    command names --rounds or --warmup-rounds or counts instructions; the seed's and regression's take the options'."""
+    declared = PROGRAMS["dcgan"]
+    base = replace(settings, rounds=100, warmup_rounds=10, count=None, given=frozenset())
+    own = base.for_program("dcgan")
+    assert (own.rounds, own.warmup_rounds) == (declared.rounds, declared.warmup_rounds) != (100, 10)
+    assert base.for_program(DEFAULT_PROGRAM) is base and base.for_program("regression") is base
+    asked = replace(base, given=frozenset({"--rounds"})).for_program("dcgan")
+    assert (asked.rounds, asked.warmup_rounds) == (100, declared.warmup_rounds)
+    counting = replace(base, count={"prefix": []})
+    assert counting.for_program("dcgan") is counting
+
+
+def test_a_programs_workers_get_the_settings_it_declares(settings):
+    """The data folder goes to the trainers of a program that reads MNIST, never to one that draws its data."""
+    options = {name: settings.worker_options("cpu", log_path="run.log", impl="python", program=name)
+               for name in OTHERS}
+    assert options["dcgan"]["data_root"] == settings.source.root and options["dcgan"]["log_path"] == "run.log"
+    assert "data_root" not in options["regression"]
+    with pytest.raises(ValueError, match="unknown settings"):
+        replace(PROGRAMS["regression"], settings=("mnist_root",))

@@ -5,6 +5,7 @@ is resolved, the instruction-count mode makes its changes, and machine_info is r
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import sys
@@ -64,6 +65,7 @@ class PhasebenchSession:
     cuda_reason: str | None  # why cuda cases skip; None when a GPU is usable
     pair_workers: int = PAIR_WORKERS  # long-lived workers a side that a paired phase rotates its sweeps through
     programs: tuple[str, ...] = (DEFAULT_PROGRAM,)  # --program: the programs whose cases the run makes
+    given: frozenset[str] = frozenset()  # the options the command names (guards.given_options)
     machine: dict = field(default_factory=dict)  # machine_info["phasebench"] (phasebench/plugin/machine.py)
     utilization: utilization.Monitor | None = None  # GPU/CPU samplers (phasebench/utilization.py)
     jobs: dict[str, tuple[int, ...]] = field(default_factory=lambda: dict(DEFAULT_JOBS))  # per device (--jobs)
@@ -107,11 +109,27 @@ class PhasebenchSession:
         other than the seed's, that program's trainer of its language (the seed's data, log and workload are the seed
         program's own)."""
         if program != DEFAULT_PROGRAM:
-            return {"device": device, "threads": self.threads, "seed": 1, "log_path": log_path}
+            # log_path always: where the trainer writes no progress lines, the worker writes a run's last loss there
+            options = {"device": device, "threads": self.threads, "seed": 1, "log_path": log_path}
+            return options | ({"data_root": self.source.root} if "data_root" in programs.program(program).settings
+                              else {})
         options = {"root": self.source.root, "device": device, "threads": self.threads, "seed": 1,
                    "log_path": log_path}
         options |= registry.get(impl).trainer_options() | workload.as_options()
         return options | ({"count": self.count} if self.count else {})
+
+    def for_program(self, name: str) -> PhasebenchSession:
+        """These settings for a per-phase case of program `name`: its declared rounds and warm-up rounds
+        (phasebench/programs.py) where the command names neither --rounds nor --warmup-rounds nor counts
+        instructions."""
+        declared = programs.program(name)
+        if self.count or not (declared.rounds or declared.warmup_rounds):
+            return self
+        taken = {"rounds": declared.rounds, "warmup_rounds": declared.warmup_rounds}
+        for option in ("rounds", "warmup_rounds"):
+            if f"--{option.replace('_', '-')}" in self.given or not taken[option]:
+                del taken[option]
+        return dataclasses.replace(self, **taken) if taken else self
 
     def machine_info(self) -> dict:
         """machine_info["phasebench"] as this session saves it."""
@@ -210,7 +228,8 @@ class PhasebenchSession:
             pair_workers=option("pair_workers"), programs=chosen_programs, source=source, cuda_reason=cuda_reason, jobs=jobs, models=models, selections=named, extras=chosen_selections(config, named),
             world_sizes=world_sizes, dist_timeout=option("dist_timeout"), order_seed=order_seed(config),
             order_seed_from="given" if option("order_seed") is not None else "drawn", switches=switched)
-        counted = session._count_instructions(given_options(config), probed, simulated) if option("count") else {}
+        session.given = frozenset(given_options(config))
+        counted = session._count_instructions(session.given, probed, simulated) if option("count") else {}
         aslr = count_mode.aslr_off() if probed and switched.pinned else []
         session.conditions = switches.conditions(switched, aslr)
         capability = counting.pinned_capability() if probed and switched.pinned else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from phasebench import data
+from phasebench import data, programs
 from phasebench.plugin import calibration, switches
 from phasebench.plugin.cases import left_out_line
 from phasebench.plugin.pairing import BLOCK_ROUNDS, block_sizes, pair_worker_count, why_unpaired
@@ -55,12 +55,20 @@ def pytest_report_header(config):
         timing,
         f"phasebench: implementations {', '.join(settings.impls)}; workloads "
         f"{'; '.join(workload.label for workload in settings.workloads)}",
-    ] + [line for line in (switches.header(settings.switches, None, settings.count, bool(config.getoption("benchmark_disable", False))),) if line] + ([f"phasebench: TESTING RUN: {settings.worker_module} and the {settings.library_variant} library, knobs "
+    ] + [program_line(settings, name) for name in settings.programs if not programs.program(name).is_default] + [line for line in (switches.header(settings.switches, None, settings.count, bool(config.getoption("benchmark_disable", False))),) if line] + ([f"phasebench: TESTING RUN: {settings.worker_module} and the {settings.library_variant} library, knobs "
           f"{settings.testing}: these figures are not a measurement"] if settings.testing is not None else [])
     results = [f"{line.split(' (defaults:')[0]} (its timer, rounds, warm-up and calibration are not used: see "
                f"phasebench: timing)" if isinstance(line, str) and line.startswith("benchmark: ") and "(defaults:" in line
                else line for line in results]
     return [ours] + results  # pytest prints the results in reverse: ours last
+
+
+def program_line(settings: PhasebenchSession, name: str) -> str:
+    """A program's own lengths (phasebench/programs.py): its per-phase cases' rounds, and its training run's steps."""
+    own = settings.for_program(name)
+    declared = programs.program(name)
+    return (f"phasebench: program {name} (after pytorch/examples' {declared.source}): its phases {own.rounds} rounds "
+            f"after {own.warmup_rounds} warm-up calls each; its training run {declared.run_steps} steps a round")
 
 
 @pytest.hookimpl(wrapper=True)  # after pytest-benchmark's tables, even when it raised "Performance has regressed"

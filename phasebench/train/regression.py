@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from phasebench import determinism
+from phasebench.devices import with_index
 from phasebench.phase_round import PhaseRound
 from phasebench.programs import program
 from phasebench.train.products import all_finite, product
@@ -51,7 +52,7 @@ class RegressionTrainer:
             raise ValueError(f"batch size must be at least 1, got {batch_size}")
         if threads < 0:
             raise ValueError(f"threads {threads}: 0 or more")
-        self.device = torch.device(device)
+        self.device = with_index(device)  # a bare "cuda" is the current device, with its index
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)  # so that the cheapest synchronization is the right one
         if threads > 0:

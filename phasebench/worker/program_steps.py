@@ -1,18 +1,19 @@
 """Run a program's trainers step by step, outside any worker, and print what they did as one JSON line: the
-equivalence tests' subprocess (tests/test_regression_equivalence.py), since the pytest process never imports torch.
+equivalence tests' subprocess (tests/test_regression_equivalence.py, tests/test_dcgan_equivalence.py), since the pytest process never imports torch.
 
     python -m phasebench.worker.program_steps regression --steps 60 --run python --run cpp --run python:update=sgd
 
 Each --run is a language, optionally with trainer options (`python:update=sgd`); every run builds its trainer afresh
-from the seed, in this process, one after another. Every value that could differ by a bit is written exactly:
-parameters and losses as float.hex (float32 values, exact in a double), each step's batch as the SHA-256 of its
-float32 features and targets. --phases runs one round of each named phase on another fresh trainer and records its
+from the seed, in this process, one after another. Every value that could differ by a bit is written exactly: the
+parameters (initial, after the first step, final) as the base64 of their float32 bytes, the losses as float.hex
+(float32 values, exact in a double), each step's batch as the SHA-256 of its float32 values (`batch()`'s two lists). --phases runs one round of each named phase on another fresh trainer and records its
 product, or the error a phase the program lacks gives.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import json
 import struct
@@ -40,6 +41,13 @@ def exact(values) -> list[str]:
     return [float(value).hex() for value in values]
 
 
+def packed(values) -> str:
+    """float32 values as the base64 of their little-endian bytes: exact, and compact for a model's million
+    parameters."""
+    values = list(values)
+    return base64.b64encode(struct.pack(f"<{len(values)}f", *values)).decode()
+
+
 def batch_digest(features, targets) -> str:
     """SHA-256 of a batch's float32 features, then targets."""
     values = list(features) + list(targets)
@@ -60,9 +68,9 @@ def record_run(name: str, language: str, options: dict, steps: int, phases: list
         batches.append(batch_digest(*trainer.batch()))
         if step == 0:
             after_first = trainer.parameters()
-    run = {"language": language, "options": options, "phase_names": trainer.phase_names(), "initial": exact(initial),
-           "after_first": exact(after_first or []), "losses": exact(losses), "batches": batches,
-           "final": exact(trainer.parameters()), "last_loss": trainer.last_loss()}
+    run = {"language": language, "options": options, "phase_names": trainer.phase_names(), "initial": packed(initial),
+           "after_first": packed(after_first or []), "losses": exact(losses), "batches": batches,
+           "final": packed(trainer.parameters()), "last_loss": trainer.last_loss()}
     if phases:
         fresh, products = make_trainer(name, language, options, library), {}
         for phase in phases:

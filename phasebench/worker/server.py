@@ -111,8 +111,10 @@ class ProgramAdapter:
     def __init__(self, name: str, language: str, options: dict, library: str | None):
         begun = time.perf_counter_ns()
         options = dict(options)
-        self.log_path = options.pop("log_path", None)  # where a training run's last line goes (train)
-        trainer_class = programs.program(name).step_trainer(language)  # imports its module (torch, in Python)
+        declared = programs.program(name)
+        # Where a training run's last line goes (train), unless the trainer writes its own progress lines there.
+        self.log_path = None if "log_path" in declared.settings else options.pop("log_path", None)
+        trainer_class = declared.step_trainer(language)  # imports its module (torch, in Python)
         if language == "cpp":
             from phasebench.worker import cpp_lib
 

@@ -71,7 +71,9 @@ def count(names: tuple[str, ...], steps: int, mnist_root: str, library=None) -> 
         program = PROGRAMS[name]
         counted[name] = {}
         for language in LANGUAGES:
-            trainer = make_trainer(program, language, {"device": "cpu", "seed": 1, "threads": 1}, library, mnist_root)
+            options = {"device": "cpu", "seed": 1, "threads": 1}
+            options |= {"data_root": mnist_root} if "data_root" in program.settings else {}
+            trainer = make_trainer(program, language, options, library, mnist_root)
             try:
                 counted[name][language] = counted_steps(trainer, steps)
             finally:
@@ -96,7 +98,8 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--program", default=",".join(PROGRAMS), help="comma-separated (default: every program)")
     parser.add_argument("--steps", type=int, default=10, help="steps counted per trainer, after its warm-up")
-    parser.add_argument("--mnist-root", default="data", help="the seed program's data folder (holds MNIST/raw)")
+    parser.add_argument("--mnist-root", default="data", help="the MNIST data folder (holds MNIST/raw) of the programs "
+                                                             "that read it")
     parser.add_argument("--library", help="the C++ library to load (default: the production build, built if need be)")
     parser.add_argument("--json", help="also write the counts, by operator too, to this file")
     args = parser.parse_args(argv)
