@@ -120,8 +120,8 @@ PROGRAMS = {program.name: program for program in (
              "progress_print": LABELS["progress_print"]},
             step_trainers={"python": "phasebench.train.dcgan:DcganTrainer",
                            "cpp": "phasebench.worker.cpp_lib:CppDcganTrainer"},
-            source="cpp/dcgan/dcgan.cpp", product_checks="phasebench.train.dcgan_checks:problems", run_steps=100,
-            settings=("data_root", "log_path"), rounds=30, warmup_rounds=2),
+            source="cpp/dcgan/dcgan.cpp", product_checks="phasebench.train.dcgan_checks:problems", run_steps=50,
+            settings=("data_root", "log_path"), rounds=60, warmup_rounds=2),
 )}
 DEFAULT_PROGRAM = "mnist"
 # A per-phase case of a program other than the seed's names its phase "PROGRAM:PHASE" (its id, its benchmark group and

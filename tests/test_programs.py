@@ -189,6 +189,14 @@ def test_the_answer_tables_a_programs_phases_beside_the_seeds():
                       "phasebench: the answer on cpu")
     assert cpu["regression:backward"][:2] == [f"{float(value) / 10:.4f}" for value in own["backward"][:2]]
     assert cpu["backward"] == own["backward"]
+    # The report's Markdown: the program's own per-phase table, its row labelled as the program labels it.
+    from phasebench.report.cli import render
+
+    text, _ = render(ROOT / "result.json", saved, "markdown")
+    section = text[text.index("**regression: per phase on cpu"):]
+    row = next(line for line in section.splitlines() if line.startswith(f"| {PROGRAMS['regression'].label('backward')} |"))
+    python_ms, cpp_ms = (float(cell) for cell in row.split("|")[2:6:3])
+    assert (f"{python_ms:.4f}", f"{cpp_ms:.4f}") == tuple(cpu["regression:backward"][:2])
 
 
 def dcgan_flops(batch: int) -> int:
@@ -209,8 +217,8 @@ def test_step_counts_count_each_programs_arithmetic_and_operations_in_both_langu
     """python -m phasebench.worker.step_counts against answers worked out by hand: a regression step multiplies a
     32×4 batch by a 4×1 weight forward (256 FLOPs) and twice that backward (the weight's and the input's gradients:
     768); the seed's Net at batch 64 is 61,504,000 FLOPs forward (its convolutions and linear layers) and
-    104,576,000 backward (conv1 needs no input gradient); a DCGAN step at batch 64, dcgan_flops's. Both languages' counts are the same network's; each
-    operation total is its operators' sum."""
+    104,576,000 backward (conv1 needs no input gradient); a DCGAN step at batch 64, dcgan_flops's. Both languages'
+    counts are the same network's; each operation total is its operators' sum."""
     import json
     import subprocess
     import sys

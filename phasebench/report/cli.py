@@ -65,6 +65,7 @@ from phasebench.report.tables import (
     markdown,
     memory_table,
     phase_table,
+    program_tables,
     run_table,
     runs_table,
     startup_table,
@@ -114,7 +115,7 @@ def render(path: Path, result: SavedResult, style: str, beside: SavedResult | No
             markdown_parts += [note + ".", ""]
             notes.append(note)
             continue
-        tables = [run_table(cases, device, result.method), phase_table(cases, device)]
+        tables = [run_table(cases, device, result.method), phase_table(cases, device)] + program_tables(cases, device)
         # More than the published pair on the published workload (a result of the graph pair alone is too).
         beyond = bool(set(impls_of(every)) - set(IMPLEMENTATIONS)) or any(key[3] for key in every)
         if beyond:

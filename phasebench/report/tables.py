@@ -13,6 +13,7 @@ from pathlib import Path
 from phasebench import registry, schema
 from phasebench.data import SYNTHETIC_WARNING
 from phasebench.method import METHOD_VERSION
+from phasebench.programs import PROGRAMS, case_phase
 from phasebench.report.cases import (
     DEVICE_CLOCK_COLUMNS,
     IMPLEMENTATIONS,
@@ -21,6 +22,7 @@ from phasebench.report.cases import (
     PHASES,
     RUN_PHASES,
     UTILIZATION_COLUMNS,
+    Phase,
     cases_of,
     device_clock_median,
     direction,
@@ -116,10 +118,10 @@ def run_table(cases: dict, device: str, method: int = METHOD_VERSION) -> Table:
     return table
 
 
-def phase_table(cases: dict, device: str) -> Table:
-    stats = {(phase.name, impl): cases[key].stats for phase in PHASES for impl in IMPLEMENTATIONS
+def phase_table(cases: dict, device: str, phases: tuple[Phase, ...] = PHASES, title: str = "Per phase") -> Table:
+    stats = {(phase.name, impl): cases[key].stats for phase in phases for impl in IMPLEMENTATIONS
              if (key := (phase.name, impl, device)) in cases}
-    table = Table(f"Per phase on {device}", [("Phase", "")])
+    table = Table(f"{title} on {device}", [("Phase", "")])
     table.notes = [f"{COLUMN_NAMES[impl]}: {NOT_RUN}, no per-phase benchmarks in this result" for impl in IMPLEMENTATIONS
                    if not any(key[1] == impl for key in stats)]
     if not stats:
@@ -145,7 +147,7 @@ def phase_table(cases: dict, device: str) -> Table:
     table.columns += [(f"{COLUMN_NAMES[impl]} {header}", spec) for _, header, spec in kinds for impl in IMPLEMENTATIONS]
 
     raw_differences = False
-    for phase in PHASES:
+    for phase in phases:
         medians = {impl: stats[phase.name, impl]["median"] * 1e3 for impl in IMPLEMENTATIONS if (phase.name, impl) in stats}
         if not medians:
             continue
@@ -173,6 +175,41 @@ def phase_table(cases: dict, device: str) -> Table:
         table.notes.append("GPU busy covers the whole benchmark, warm-up, preparation and messaging included; "
                            "the driver samples it every 1/6 s to 1 s, too coarsely for a phase of microseconds")
     return table
+
+
+# --- the programs beside the seed's (phasebench/programs.py) --------------------------------------------------
+
+def program_tables(cases: dict, device: str) -> list[Table]:
+    """Each other program whose cases ran on `device`: its training run (Total Time, its steps, its set-up and loop,
+    paired in time where they were) and its phases in the published table's shape."""
+    tables = []
+    for program in PROGRAMS.values():
+        if program.is_default:
+            continue
+        phases = tuple(Phase(case_phase(program.name, name), program.label(name)) for name in program.phases)
+        run_key = case_phase(program.name, "training_run")
+        runs = {impl: cases[key] for impl in IMPLEMENTATIONS if (key := (run_key, impl, device)) in cases}
+        if runs:
+            table = Table(f"{program.name}: training run on {device}, a fixed count of steps, each round a fresh "
+                          "worker process; seconds",
+                          [("Func", ""), ("Python(s)", ".4f"), ("CPP(s)", ".4f"), ("diff(s)", ".4f"), ("Python / CPP", "")])
+            infos = {impl: bench.info for impl, bench in runs.items()}
+            lines = [("Total Time", {impl: bench.median for impl, bench in runs.items()}),
+                     ("Step Count", {impl: info.steps for impl, info in infos.items()}),
+                     ("Program Set-up", {impl: info.setup_median_s for impl, info in infos.items()}),
+                     ("Training Loop", {impl: info.loop_median_s for impl, info in infos.items()})]
+            paired = saved_ratio(runs.get("python"))
+            for label, values in lines:
+                cells = [values[impl] if impl in runs else NOT_RUN for impl in IMPLEMENTATIONS]
+                table.rows.append([label, *cells] + difference(values.get("python"), values.get("cpp"),
+                                                               paired if label == "Total Time" else None))
+            if paired:
+                table.notes.append(f"{program.name}: Total Time's Python / CPP: the geometric mean of the pairs of "
+                                   "rounds' ratios with its 95 % interval (docs/method.md#every-ratio-with-its-interval)")
+            tables.append(table)
+        if any((phase.name, impl, device) in cases for phase in phases for impl in IMPLEMENTATIONS):
+            tables.append(phase_table(cases, device, phases, f"{program.name}: per phase"))
+    return tables
 
 
 # --- every implementation and workload ------------------------------------------------------------
