@@ -1,4 +1,4 @@
-"""pytorch/examples' DCGAN program (cpp/dcgan/dcgan.cpp) as a Python user writes it (docs/method.md#the-dcgan-program):
+"""pytorch/examples' C++ DCGAN program (its dcgan.cpp) as a Python user writes it (docs/method.md#the-dcgan-program):
 a generator of transposed convolutions with batch norm, a discriminator of convolutions with batch norm and leaky
 ReLU, two torch.optim.Adam, torchvision's MNIST normalized to [-1, 1] through a DataLoader, its step cut into the
 phases phasebench/programs.py declares. Its C++ twin is cpp/src/dcgan.cpp, which draws the same numbers in the same

@@ -1,6 +1,6 @@
 """Arithmetic and operations per training step, counted in both languages for every program: the axis on which a
 program's Python/C++ ratio is read
-(docs/results.md#the-programs-from-all-overhead-to-the-seeds-network).
+(docs/results.md#the-programs-from-all-overhead-to-all-arithmetic).
 
     python -m phasebench.worker.step_counts [--program NAME,...] [--steps 10] [--json FILE]
 
