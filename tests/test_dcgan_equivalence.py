@@ -1,15 +1,15 @@
 """The DCGAN program trains alike in both languages (docs/method.md#the-dcgan-program).
 
-One child process (phasebench/worker/program_steps.py; the pytest process never imports torch) runs 50 steps of
-three trainers from seed 1 at batch 4 on the seed's data: C++ (cpp/src/dcgan.cpp: torch::optim::Adam), Python as its
+One child process (phasebench/worker/program_steps.py; the pytest process never imports torch) runs three trainers
+from seed 1 at batch 4 on the seed's data, 50 steps each (the third 10): C++ (cpp/src/dcgan.cpp: torch::optim::Adam), Python as its
 users write it (torch.optim.Adam), and Python with a test-only Adam in LibTorch's form (tests/libtorch_adam.py). The
 two Adams run different kernels for the first moment: torch.optim.Adam's exp_avg.lerp_(grad, 1 - beta1) against
 LibTorch's exp_avg.mul_(beta1).add_(grad, 1 - beta1). Everything else (the initial weights, the images, the labels
 and noise drawn each step, the convolutions, batch norms and losses) is the same kernels in both languages. So C++
 and LibTorch's form are held to the bit (the same initial weights and buffers, batches and labels, losses, and
 final weights and running statistics), and torch.optim.Adam to rounding: one update within 2 ulp, the first 10
-losses within a relative 1e-5. Each run also times one round of every phase on a fresh trainer and of a phase the
-program lacks, whose products and error are checked here.
+losses within a relative 1e-5. The two held to the bit also time one round of every phase on a fresh trainer and of
+a phase the program lacks, whose products and error are checked here.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ BATCH = 4  # the network is the example's; a small batch keeps 3 × 50 steps wit
 PHASES = program("dcgan").phases
 LIBTORCH_FORM = "python:optimizer=tests.libtorch_adam:LibTorchAdam"
 RUNS = ("cpp", "python", LIBTORCH_FORM)
+# torch.optim.Adam's run is held to rounding over its first steps only, and its phases are LibTorch's form's.
+OWN = {"python": ",steps=10,phases=0"}
 UNKNOWN_PHASE = "warp_drive"
 
 
@@ -33,7 +35,7 @@ UNKNOWN_PHASE = "warp_drive"
 def runs(cpp_library, pytestconfig) -> dict:
     """Each of RUNS's results, run on the seed's data at batch BATCH."""
     options = f"batch_size={BATCH},data_root={pytestconfig.phasebench.source.root}"
-    texts = {run: f"{run}{',' if ':' in run else ':'}{options}" for run in RUNS}
+    texts = {run: f"{run}{',' if ':' in run else ':'}{options}{OWN.get(run, '')}" for run in RUNS}
     done = run_child("phasebench.worker.program_steps", "dcgan", "--steps", str(STEPS), "--library", cpp_library,
                      *(f"--run={text}" for text in texts.values()), "--phases", ",".join(PHASES + (UNKNOWN_PHASE,)))
     return {run: done["runs"][text] for run, text in texts.items()}
@@ -59,13 +61,13 @@ def test_torchs_adam_is_libtorchs_within_rounding(runs):
     assert one_update.max() <= 2, f"one update apart by up to {one_update.max()} ulp"
     # The first update agrees to the bit (from a zero first moment both forms halve the gradient exactly); later
     # ones round apart, which is what this test allows for.
-    assert differences(python, cpp, "final"), "the two Adams agree to the bit over every step: no rounding to allow for"
+    assert python["losses"] != cpp["losses"][:len(python["losses"])], "the two Adams' losses agree to the bit"
     for step, (a, b) in enumerate(zip(floats(python["losses"][:10]), floats(cpp["losses"][:10]), strict=True)):
         assert abs(a - b) <= 1e-5 * abs(b), f"step {step}: loss {a} (torch.optim.Adam) against {b} (LibTorch's)"
 
 
 @pytest.mark.needs_data
-@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("run", [run for run in RUNS if "phases=0" not in OWN.get(run, "")])
 def test_every_phase_proves_its_work_and_an_unknown_one_is_refused(runs, run):
     done = runs[run]
     assert tuple(done["phase_names"]) == PHASES

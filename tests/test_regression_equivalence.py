@@ -37,7 +37,7 @@ def floats(hexes: list[str]) -> list[float]:
     return [float.fromhex(value) for value in hexes]
 
 
-PACKED = ("initial", "after_first", "final")  # program_steps' parameters: the base64 of their float32 bytes
+PACKED = ("after_first",)  # program_steps' parameters after one step: the base64 of their float32 bytes
 
 
 def float32s(text: str) -> np.ndarray:

@@ -3,11 +3,14 @@ equivalence tests' subprocess (tests/test_regression_equivalence.py, tests/test_
 
     python -m phasebench.worker.program_steps regression --steps 60 --run python --run cpp --run python:update=sgd
 
-Each --run is a language, optionally with trainer options (`python:update=sgd`); every run builds its trainer afresh
-from the seed, in this process, one after another. Every value that could differ by a bit is written exactly: the
-parameters (initial, after the first step, final) as the base64 of their float32 bytes, the losses as float.hex
-(float32 values, exact in a double), each step's batch as the SHA-256 of its float32 values (`batch()`'s two lists). --phases runs one round of each named phase on another fresh trainer and records its
-product, or the error a phase the program lacks gives.
+Each --run is a language, optionally with trainer options (`python:update=sgd`) and two of its own (`steps=N`
+instead of --steps, `phases=0` for no --phases); every run builds its trainer afresh from the seed, in this process,
+one after another. Every value that could differ by a bit is written exactly: the
+parameters after the first step as the base64 of their float32 bytes, the initial and final ones as the SHA-256 of
+those bytes (a model's million parameters three times a run would be tens of megabytes), the losses as float.hex
+(float32 values, exact in a double), each step's batch as the SHA-256 of its float32 values (`batch()`'s two lists).
+--phases runs one round of each named phase on another fresh trainer and records its product, or the error a phase
+the program lacks gives.
 """
 
 from __future__ import annotations
@@ -48,10 +51,15 @@ def packed(values) -> str:
     return base64.b64encode(struct.pack(f"<{len(values)}f", *values)).decode()
 
 
+def float32_digest(values) -> str:
+    """SHA-256 of float32 values' little-endian bytes."""
+    values = list(values)
+    return hashlib.sha256(struct.pack(f"<{len(values)}f", *values)).hexdigest()
+
+
 def batch_digest(features, targets) -> str:
     """SHA-256 of a batch's float32 features, then targets."""
-    values = list(features) + list(targets)
-    return hashlib.sha256(struct.pack(f"<{len(values)}f", *values)).hexdigest()
+    return float32_digest(list(features) + list(targets))
 
 
 def make_trainer(name: str, language: str, options: dict, library=None):
@@ -68,9 +76,9 @@ def record_run(name: str, language: str, options: dict, steps: int, phases: list
         batches.append(batch_digest(*trainer.batch()))
         if step == 0:
             after_first = trainer.parameters()
-    run = {"language": language, "options": options, "phase_names": trainer.phase_names(), "initial": packed(initial),
+    run = {"language": language, "options": options, "phase_names": trainer.phase_names(), "initial": float32_digest(initial),
            "after_first": packed(after_first or []), "losses": exact(losses), "batches": batches,
-           "final": packed(trainer.parameters()), "last_loss": trainer.last_loss()}
+           "final": float32_digest(trainer.parameters()), "last_loss": trainer.last_loss()}
     if phases:
         fresh, products = make_trainer(name, language, options, library), {}
         for phase in phases:
@@ -107,7 +115,9 @@ def main(argv=None) -> int:
     result = {"program": args.program, "steps": args.steps, "runs": {}}
     for text, (language, options) in zip(args.run or LANGUAGES, runs):
         options = {"seed": args.seed, "device": args.device} | options
-        result["runs"][text] = record_run(args.program, language, options, args.steps, phases, library)
+        # A run's own step count and phases (steps=N, phases=0 for none), this module's options, not its trainer's.
+        steps, own_phases = options.pop("steps", args.steps), phases if options.pop("phases", 1) else []
+        result["runs"][text] = record_run(args.program, language, options, steps, own_phases, library)
     print(json.dumps(result))
     return 0
 
