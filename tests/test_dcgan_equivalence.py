@@ -29,6 +29,7 @@ RUNS = ("cpp", "python", LIBTORCH_FORM)
 # torch.optim.Adam's run is held to rounding over its first steps only, and its phases are LibTorch's form's.
 OWN = {"python": ",steps=10,phases=0"}
 UNKNOWN_PHASE = "warp_drive"
+EMPTY_PHASE = "noop"  # the empty body beside the program's phases: the count mode's floor
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,7 @@ def runs(cpp_library, pytestconfig) -> dict:
     options = f"batch_size={BATCH},data_root={pytestconfig.phasebench.source.root}"
     texts = {run: f"{run}{',' if ':' in run else ':'}{options}{OWN.get(run, '')}" for run in RUNS}
     done = run_child("phasebench.worker.program_steps", "dcgan", "--steps", str(STEPS), "--library", cpp_library,
-                     *(f"--run={text}" for text in texts.values()), "--phases", ",".join(PHASES + (UNKNOWN_PHASE,)))
+                     *(f"--run={text}" for text in texts.values()), "--phases", ",".join(PHASES + (EMPTY_PHASE, UNKNOWN_PHASE)))
     return {run: done["runs"][text] for run, text in texts.items()}
 
 
@@ -77,6 +78,7 @@ def test_every_phase_proves_its_work_and_an_unknown_one_is_refused(runs, run):
     assert products["data_loading"]["shape"] == [BATCH, 1, 28, 28] and products["data_loading"]["batch"] == 0
     assert products["copy_to_device"]["resident"] is True  # on cpu the batch is the loader's
     assert products["d_step"]["shape"] == [64, 1, 4, 4] and products["g_step"]["shape"] == [100, 256, 4, 4]
+    assert products[EMPTY_PHASE]["shape"] == [0] and products[EMPTY_PHASE]["finite"] is True, products[EMPTY_PHASE]
     assert products[UNKNOWN_PHASE] == {"error": f"unknown phase '{UNKNOWN_PHASE}' of the dcgan program: "
                                                 f"{', '.join(PHASES)}"}
 

@@ -25,12 +25,13 @@ STEPS = 60
 PHASES = program("regression").phases
 RUNS = ("python", "cpp", "python:update=sgd")
 UNKNOWN_PHASE = "warp_drive"
+EMPTY_PHASE = "noop"  # the empty body beside the program's phases: the count mode's floor
 
 
 @pytest.fixture(scope="module")
 def runs(cpp_library) -> dict:
     return run_child("phasebench.worker.program_steps", "regression", "--steps", str(STEPS), "--library", cpp_library,
-                     *(f"--run={run}" for run in RUNS), "--phases", ",".join(PHASES + (UNKNOWN_PHASE,)))["runs"]
+                     *(f"--run={run}" for run in RUNS), "--phases", ",".join(PHASES + (EMPTY_PHASE, UNKNOWN_PHASE)))["runs"]
 
 
 def floats(hexes: list[str]) -> list[float]:
@@ -110,6 +111,7 @@ def test_every_phase_proves_its_work_and_an_unknown_one_is_refused(runs, run):
         assert products[phase]["shape"] == [] and products[phase]["loss"] > 0, products[phase]
     assert products["forward_loss"]["recompute_error"] == 0
     assert products["update"]["update_error"] == 0 and products["update"]["moved"] > 0
+    assert products[EMPTY_PHASE]["shape"] == [0] and products[EMPTY_PHASE]["finite"] is True, products[EMPTY_PHASE]
     assert products[UNKNOWN_PHASE] == {"error": f"unknown phase '{UNKNOWN_PHASE}' of the regression program: "
                                                 f"{', '.join(PHASES)}"}
 

@@ -111,11 +111,11 @@ class PhasebenchSession:
         if program != DEFAULT_PROGRAM:
             # log_path always: where the trainer writes no progress lines, the worker writes a run's last loss there
             options = {"device": device, "threads": self.threads, "seed": 1, "log_path": log_path}
-            return options | ({"data_root": self.source.root} if "data_root" in programs.program(program).settings
-                              else {})
-        options = {"root": self.source.root, "device": device, "threads": self.threads, "seed": 1,
-                   "log_path": log_path}
-        options |= registry.get(impl).trainer_options() | workload.as_options()
+            options |= {"data_root": self.source.root} if "data_root" in programs.program(program).settings else {}
+        else:
+            options = {"root": self.source.root, "device": device, "threads": self.threads, "seed": 1,
+                       "log_path": log_path}
+            options |= registry.get(impl).trainer_options() | workload.as_options()
         return options | ({"count": self.count} if self.count else {})
 
     def for_program(self, name: str) -> PhasebenchSession:
@@ -167,9 +167,10 @@ class PhasebenchSession:
             raise ValueError(refused)
         impls = registry.parse(option("impl") or ",".join(registry.DEFAULT_IMPLS))
         chosen_programs = programs.parse(option("program"))
-        if option("count") and chosen_programs != (DEFAULT_PROGRAM,):
-            raise ValueError(f"--count counts the seed's program only ({DEFAULT_PROGRAM}); --program "
-                             f"{option('program')} asks for {', '.join(chosen_programs)}")
+        uncounted = [name for name in chosen_programs if programs.program(name).not_counted]
+        if option("count") and uncounted:
+            raise ValueError(f"--count cannot count program {uncounted[0]}: "
+                             f"{programs.program(uncounted[0]).not_counted}")
         simulated = counting.simulation(option)  # --count-i1/-d1/-ll, --count-branches: ValueError where malformed
         if option("count"):
             refused = counting.refusal(option("device"), impls, option("processes"))

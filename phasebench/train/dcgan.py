@@ -20,7 +20,7 @@ from phasebench.devices import with_index
 from phasebench.phase_round import PhaseRound
 from phasebench.programs import program
 from phasebench.train import loaders
-from phasebench.train.products import all_finite, product
+from phasebench.train.products import NOOP, all_finite, empty_product, product
 from phasebench.train.timing import FLOOR_ROUNDS, page_faults, timer_floor, timer_for
 
 NOISE_SIZE = 100
@@ -242,10 +242,7 @@ class DcganTrainer:
         """Release what the last round left, run the step's phases before this one untimed, then time its body
         (timing.py's clock); with `checks`, take what the product is checked against before the body and make the
         product after it, else the product is {"checks": "off"}."""
-        index = PHASE_INDEX.get(name)
-        if index is None:
-            raise ValueError(f"unknown phase '{name}' of the dcgan program: {', '.join(PHASE_INDEX)}")
-        phase = PHASES[index]
+        phase, index = phase_named(name)
         self.release()
         for earlier in PHASES[:index]:
             earlier.body(self)
@@ -357,3 +354,18 @@ PHASES = (
 )
 assert tuple(phase.name for phase in PHASES) == program("dcgan").phases
 PHASE_INDEX = {phase.name: index for index, phase in enumerate(PHASES)}
+
+# The empty body, with nothing before it: the count mode's floor (phasebench/train/products.py NOOP).
+EMPTY = Phase(NOOP, lambda trainer: None, lambda trainer: empty_product())
+
+
+def phase_named(name: str) -> tuple[Phase, int]:
+    """The phase of that name and its place in the step (the empty body's: 0); ValueError naming the program's
+    phases otherwise."""
+    if name == NOOP:
+        return EMPTY, 0
+    index = PHASE_INDEX.get(name)
+    if index is None:
+        raise ValueError(f"unknown phase '{name}' of the dcgan program: {', '.join(PHASE_INDEX)}")
+    return PHASES[index], index
+

@@ -19,3 +19,12 @@ def product(main: torch.Tensor, finite: bool, loss: float | None = None, **check
 
 def all_finite(tensors) -> bool:
     return all(t is not None and bool(torch.isfinite(t).all()) for t in tensors)
+
+
+# The empty body every trainer runs by this name beside its phases: the instruction-count mode's floor
+# (phasebench/worker/count_server.py). A program's trainers run it with nothing before it (their run_phase).
+NOOP = "noop"
+
+
+def empty_product() -> dict:
+    return product(torch.empty(0), True)
