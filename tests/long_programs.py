@@ -13,7 +13,6 @@ import time
 from phasebench.programs import PROGRAMS, case_phase
 from tests.child_runs import _data_options, run_suite
 
-
 OTHERS = [name for name, declared in PROGRAMS.items() if not declared.is_default]
 
 

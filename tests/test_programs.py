@@ -159,9 +159,10 @@ def test_no_module_but_the_declaring_ones_names_a_program():
     assert program_names(ROOT / "phasebench/programs.py")
 
 
-def test_the_answer_tables_a_programs_phases_beside_the_seeds():
+def test_the_answer_tables_a_programs_phases_beside_the_seeds(tmp_path):
     """A saved result with another program's cases (their phase PROGRAM:PHASE, their program recorded) is read and
-    answered with a row per phase, next to the seed's rows, whose keys it never shares."""
+    answered with a row per phase, next to the seed's rows, whose keys it never shares; the report tables and charts
+    them apart."""
     import copy
     import json
 
@@ -179,7 +180,8 @@ def test_the_answer_tables_a_programs_phases_beside_the_seeds():
             twin["extra_info"] |= {"phase": phase, "program": "regression"}
             twin["group"], twin["name"] = phase, bench["name"].replace("[backward-", f"[{phase}-")
             twin["fullname"] = bench["fullname"].replace("[backward-", f"[{phase}-")
-            twin["stats"]["median"] = bench["stats"]["median"] / 10
+            twin["stats"] |= {name: bench["stats"][name] / 10 for name in ("min", "max", "mean", "median", "q1", "q3",
+                                                                            "iqr", "stddev") if name in bench["stats"]}
             added.append(twin)
     assert len(added) == 2
     result["benchmarks"] += added
@@ -197,6 +199,18 @@ def test_the_answer_tables_a_programs_phases_beside_the_seeds():
     row = next(line for line in section.splitlines() if line.startswith(f"| {PROGRAMS['regression'].label('backward')} |"))
     python_ms, cpp_ms = (float(cell) for cell in row.split("|")[2:6:3])
     assert (f"{python_ms:.4f}", f"{cpp_ms:.4f}") == tuple(cpu["regression:backward"][:2])
+    # And the chart: a panel of the program's phases after the seed's, its ratio beside theirs.
+    from phasebench.report.charts import chart
+
+    drawn = chart(tmp_path / "chart.png", saved, "test")
+    assert drawn["panels"][:2] == ["cpu: per phase, one call", "cpu: regression: per phase, one call"], drawn["panels"]
+    from phasebench.report.cases import PHASES
+
+    seeds, added = drawn["annotations"][:len(PHASES)], drawn["annotations"][len(PHASES):]  # an annotation a phase
+    backward = dict(seeds)[PROGRAMS[DEFAULT_PROGRAM].label("backward")]  # the twin's saved ratio is the seed's
+    assert added[:len(PROGRAMS["regression"].phases)] == [
+        (PROGRAMS["regression"].label(phase), backward if phase == "backward" else "Python and C++: not measured")
+        for phase in PROGRAMS["regression"].phases], added
 
 
 def dcgan_flops(batch: int) -> int:

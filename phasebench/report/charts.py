@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from phasebench.programs import PROGRAMS, case_phase
 from phasebench.report.cases import (
     IMPLEMENTATIONS,
     NOT_RUN,
     PHASES,
     RUN_PHASES,
+    Phase,
     absent_reason,
     devices_of,
     impls_of,
@@ -87,8 +89,15 @@ def _bar_panel(axis, labels: list[str], values: dict[str, dict[int, float]], spr
     axis.legend(handles=legend, loc="lower right", bbox_to_anchor=(1, 1), ncol=2, fontsize="small", frameon=False)
 
 
+def _program_phases() -> list[tuple[str, tuple[Phase, ...]]]:
+    """(program, its phases as the cases name them, labelled as it labels them) for each program beside the seed's."""
+    return [(program.name, tuple(Phase(case_phase(program.name, name), program.label(name)) for name in program.phases))
+            for program in PROGRAMS.values() if not program.is_default]
+
+
 def _paired_points(cases: dict, device: str) -> list[tuple[str, dict]]:
-    """(label, Python's saved ratio to C++) for each phase and training-run row that was paired, in the tables' order."""
+    """(label, Python's saved ratio to C++) for each phase and training-run row that was paired, in the tables' order;
+    then each other program's phases and Total Time."""
     points = [(phase.label, ratio) for phase in PHASES
               if (ratio := saved_ratio(cases.get((phase.name, "python", device)), to="cpp"))]
     run = cases.get(("training_run", "python", device))
@@ -96,6 +105,11 @@ def _paired_points(cases: dict, device: str) -> list[tuple[str, dict]]:
         points.append(("Total Time", saved_ratio(run)))
         points += [(f"in run: {phase.label}", ratio) for phase in RUN_PHASES
                    if (ratio := saved_ratio(run, phase.name))]
+    for name, phases in _program_phases():
+        points += [(f"{name}: {phase.label}", ratio) for phase in phases
+                   if (ratio := saved_ratio(cases.get((phase.name, "python", device)), to="cpp"))]
+        if ratio := saved_ratio(cases.get((case_phase(name, "training_run"), "python", device)), to="cpp"):
+            points.append((f"{name}: Total Time", ratio))
     return points
 
 
@@ -135,28 +149,29 @@ def chart(path: Path, result: SavedResult, title: str) -> dict:
     ran = [device for device in devices_of(cases) if any(d == device for _, _, d in cases)]
     left_out = [f"{device}: {NOT_RUN} ({absent_reason(result, device)})" for device in devices_of(cases)
                 if device not in ran]
-    panels = []
+    panels = []  # (device, kind, the phases of a "phases" panel, its program's name where not the seed's)
     for device in ran:
-        if any((phase.name, impl, device) in cases for phase in PHASES for impl in IMPLEMENTATIONS):
-            panels.append((device, "phases"))
+        for program, phases in [(None, PHASES)] + _program_phases():
+            if any((phase.name, impl, device) in cases for phase in phases for impl in IMPLEMENTATIONS):
+                panels.append((device, "phases", phases, program))
         if any(("training_run", impl, device) in cases for impl in IMPLEMENTATIONS):
-            panels.append((device, "training_run"))
+            panels.append((device, "training_run", (), None))
         if _paired_points(cases, device):
-            panels.append((device, "ratios"))
+            panels.append((device, "ratios", (), None))
     drawn = {"panels": [], "annotations": [], "caption": ""}
     if not panels:
         panels, ran = [], []
     figure, axes = plt.subplots(max(len(panels), 1), 1, squeeze=False, figsize=(11, 1.5 + 4.2 * max(len(panels), 1)))
-    for axis, (device, kind) in zip(axes[:, 0], panels):
+    for axis, (device, kind, phases, program) in zip(axes[:, 0], panels):
         if kind == "phases":
-            labels = [phase.label for phase in PHASES]
-            stats = {impl: {i: cases[phase.name, impl, device].stats for i, phase in enumerate(PHASES)
+            labels = [phase.label for phase in phases]
+            stats = {impl: {i: cases[phase.name, impl, device].stats for i, phase in enumerate(phases)
                             if (phase.name, impl, device) in cases} for impl in IMPLEMENTATIONS}
             values = {impl: {i: s["median"] * 1e3 for i, s in by_slot.items()} for impl, by_slot in stats.items()}
             spreads = {impl: {i: ((s["median"] - s["q1"]) * 1e3, (s["q3"] - s["median"]) * 1e3) for i, s in by_slot.items()}
                        for impl, by_slot in stats.items()}
-            name = f"{device}: per phase, one call"
-            paired = {i: ratio for i, phase in enumerate(PHASES)
+            name = f"{device}: {f'{program}: ' if program else ''}per phase, one call"
+            paired = {i: ratio for i, phase in enumerate(phases)
                       if (ratio := saved_ratio(cases.get((phase.name, "python", device)), to="cpp"))}
             _bar_panel(axis, labels, values, spreads, "median per call (ms)", drawn, paired)
         elif kind == "ratios":
@@ -180,7 +195,7 @@ def chart(path: Path, result: SavedResult, title: str) -> dict:
         axes[0, 0].set_axis_off()
     caption = ("bars: median; error bars: interquartile range of the rounds; above a pair: Python / C++, "
                "below 1 (green) Python is faster")
-    if any(kind == "ratios" for _, kind in panels):
+    if any(kind == "ratios" for _, kind, _, _ in panels):
         caption += ("\nwhere paired in time, Python / C++ is the median of its paired ratios with its 95 % interval "
                     "(the ratio panel's error bars)")
     if left_out:
