@@ -10,18 +10,18 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from phasebench import determinism
 from phasebench.devices import with_index
 from phasebench.phase_round import PhaseRound
-from phasebench.programs import program
 from phasebench.train import loaders
-from phasebench.train.products import NOOP, all_finite, empty_product, product
-from phasebench.train.timing import FLOOR_ROUNDS, page_faults, timer_floor, timer_for
+from phasebench.train.products import all_finite, product
+from phasebench.train.program_phases import Phase, PhaseTable
+from phasebench.train.timing import FLOOR_ROUNDS, timer_floor, timer_for
 
 NOISE_SIZE = 100
 BATCH_SIZE = 64
@@ -83,14 +83,6 @@ def adam_class(optimizer: str) -> type:
     import importlib
 
     return getattr(importlib.import_module(module), name)
-
-
-@dataclass(frozen=True)
-class Phase:
-    name: str
-    body: Callable[[DcganTrainer], None]  # timed
-    product: Callable[[DcganTrainer], dict]  # after the body, with the checks on
-    check_before: Callable[[DcganTrainer], None] | None = None  # untimed, before the body, with the checks on
 
 
 class DcganTrainer:
@@ -191,7 +183,7 @@ class DcganTrainer:
         return self.real_images.detach().cpu().flatten().tolist(), self.real_labels.cpu().tolist()
 
     def phase_names(self) -> list[str]:
-        return [phase.name for phase in PHASES]
+        return TABLE.names()
 
     def timer_floor(self, rounds: int = FLOOR_ROUNDS) -> int:
         return timer_floor(self.timed, lambda trainer: None, self, rounds)
@@ -200,8 +192,6 @@ class DcganTrainer:
         return torch.get_num_threads()
 
     def flags(self) -> dict:
-        from phasebench import determinism
-
         return determinism.read()
 
     def close(self) -> None:
@@ -239,21 +229,8 @@ class DcganTrainer:
         self.grads_zero_before = self.weight_before = None
 
     def run_phase(self, name: str, checks: bool = True) -> PhaseRound:
-        """Release what the last round left, run the step's phases before this one untimed, then time its body
-        (timing.py's clock); with `checks`, take what the product is checked against before the body and make the
-        product after it, else the product is {"checks": "off"}."""
-        phase, index = phase_named(name)
-        self.release()
-        for earlier in PHASES[:index]:
-            earlier.body(self)
-        if checks and phase.check_before:
-            phase.check_before(self)
-        before = page_faults()
-        timing = self.timed(phase.body, self)
-        after = page_faults()
-        made = phase.product(self) if checks else {"checks": "off"}
-        return PhaseRound(timing.ns, timing.cpu_ns, timing.thread_cpu_ns, made, after[0] - before[0],
-                          after[1] - before[1], timing.host_cpu_ns, timing.gpu_ns)
+        """One round of `name` (program_phases.PhaseTable.run_round)."""
+        return TABLE.run_round(self, name, checks)
 
 
 # -- products that prove each phase's work (docs/method.md#the-dcgan-program); cpp/src/dcgan.cpp has the same -------
@@ -352,20 +329,5 @@ PHASES = (
     Phase("g_step", DcganTrainer.g_step, _stepped(_generator, lambda t: t.g_optimizer), _remember_weight(_generator)),
     Phase("progress_print", DcganTrainer.progress_print, _printed),
 )
-assert tuple(phase.name for phase in PHASES) == program("dcgan").phases
-PHASE_INDEX = {phase.name: index for index, phase in enumerate(PHASES)}
-
-# The empty body, with nothing before it: the count mode's floor (phasebench/train/products.py NOOP).
-EMPTY = Phase(NOOP, lambda trainer: None, lambda trainer: empty_product())
-
-
-def phase_named(name: str) -> tuple[Phase, int]:
-    """The phase of that name and its place in the step (the empty body's: 0); ValueError naming the program's
-    phases otherwise."""
-    if name == NOOP:
-        return EMPTY, 0
-    index = PHASE_INDEX.get(name)
-    if index is None:
-        raise ValueError(f"unknown phase '{name}' of the dcgan program: {', '.join(PHASE_INDEX)}")
-    return PHASES[index], index
+TABLE = PhaseTable("dcgan", PHASES)
 

@@ -7,8 +7,6 @@ Its C++ twin is cpp/src/regression.cpp, which draws the same numbers in the same
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -16,9 +14,9 @@ import torch.nn.functional as F
 from phasebench import determinism
 from phasebench.devices import with_index
 from phasebench.phase_round import PhaseRound
-from phasebench.programs import program
-from phasebench.train.products import NOOP, all_finite, empty_product, product
-from phasebench.train.timing import FLOOR_ROUNDS, page_faults, timer_floor, timer_for
+from phasebench.train.products import all_finite, product
+from phasebench.train.program_phases import Phase, PhaseTable
+from phasebench.train.timing import FLOOR_ROUNDS, timer_floor, timer_for
 
 POLY_DEGREE = 4  # the features x, x^2, x^3, x^4
 BATCH_SIZE = 32
@@ -33,14 +31,6 @@ def make_features(x: torch.Tensor) -> torch.Tensor:
     """The columns [x, x^2, x^3, x^4] of a batch of points."""
     x = x.unsqueeze(1)
     return torch.cat([x ** i for i in range(1, POLY_DEGREE + 1)], 1)
-
-
-@dataclass(frozen=True)
-class Phase:
-    name: str
-    body: Callable[[RegressionTrainer], None]  # timed
-    product: Callable[[RegressionTrainer], dict]  # after the body, with the checks on
-    check_before: Callable[[RegressionTrainer], None] | None = None  # untimed, before the body, with the checks on
 
 
 class RegressionTrainer:
@@ -114,7 +104,7 @@ class RegressionTrainer:
         return self.batch_x.detach().cpu().flatten().tolist(), self.batch_y.detach().cpu().flatten().tolist()
 
     def phase_names(self) -> list[str]:
-        return [phase.name for phase in PHASES]
+        return TABLE.names()
 
     def timer_floor(self, rounds: int = FLOOR_ROUNDS) -> int:
         return timer_floor(self.timed, lambda trainer: None, self, rounds)
@@ -147,32 +137,22 @@ class RegressionTrainer:
         self.weight_before = self.grad_before = self.zero_before = None
 
     def run_phase(self, name: str, checks: bool = True) -> PhaseRound:
-        """Release what the last round left, run the step's phases before this one untimed, then time its body
-        (timing.py's clock); with `checks`, take what the product is checked against before the body and make the
-        product after it, else the product is {"checks": "off"}."""
-        phase, index = phase_named(name)
-        self.release()
-        # zero_grad zeroes the gradients the step before left: a trainer without them gets some first.
-        if name == "zero_grad" and any(param.grad is None for param in self.fc.parameters()):
-            self.get_batch()
-            self.forward_loss()
-            self.backward()
-        for earlier in PHASES[:index]:
-            earlier.body(self)
-        if checks and phase.check_before:
-            phase.check_before(self)
-        before = page_faults()
-        timing = self.timed(phase.body, self)
-        after = page_faults()
-        made = phase.product(self) if checks else {"checks": "off"}
-        return PhaseRound(timing.ns, timing.cpu_ns, timing.thread_cpu_ns, made, after[0] - before[0],
-                          after[1] - before[1], timing.host_cpu_ns, timing.gpu_ns)
+        """One round of `name` (program_phases.PhaseTable.run_round)."""
+        return TABLE.run_round(self, name, checks, prepare=_gradients_to_zero)
 
 
 # -- products that prove each phase's work (docs/method.md#the-regression-program); cpp/src/regression.cpp has the
 # same ---------------------------------------------------------------------------------------------------------------
 def _gradients(t: RegressionTrainer) -> list:
     return [param.grad for param in t.fc.parameters()]
+
+
+def _gradients_to_zero(t: RegressionTrainer, name: str) -> None:
+    """zero_grad zeroes the gradients the step before left: a trainer without them gets some first."""
+    if name == "zero_grad" and any(grad is None for grad in _gradients(t)):
+        t.get_batch()
+        t.forward_loss()
+        t.backward()
 
 
 def _nonzero(tensors) -> int:
@@ -230,20 +210,5 @@ PHASES = (
     Phase("backward", RegressionTrainer.backward, _backward, _remember_zero),
     Phase("update", RegressionTrainer.update, _updated, _remember_weight),
 )
-assert tuple(phase.name for phase in PHASES) == program("regression").phases
-PHASE_INDEX = {phase.name: index for index, phase in enumerate(PHASES)}
-
-# The empty body, with nothing before it: the count mode's floor (phasebench/train/products.py NOOP).
-EMPTY = Phase(NOOP, lambda trainer: None, lambda trainer: empty_product())
-
-
-def phase_named(name: str) -> tuple[Phase, int]:
-    """The phase of that name and its place in the step (the empty body's: 0); ValueError naming the program's
-    phases otherwise."""
-    if name == NOOP:
-        return EMPTY, 0
-    index = PHASE_INDEX.get(name)
-    if index is None:
-        raise ValueError(f"unknown phase '{name}' of the regression program: {', '.join(PHASE_INDEX)}")
-    return PHASES[index], index
+TABLE = PhaseTable("regression", PHASES)
 

@@ -424,24 +424,30 @@ class CppTrainer:
         return None if peak.value < 0 else peak.value
 
 
-class CppRegressionTrainer:
-    """The regression program's C++ trainer (cpp/src/regression.cpp) behind the methods of
-    phasebench.train.regression.RegressionTrainer."""
+class CppProgramTrainer:
+    """A program's C++ trainer behind the C ABI's `pb_<PREFIX>_*` functions, with the methods of its Python twin
+    (phasebench/worker/program_steps.py and the worker drive both alike); a subclass makes it (its options) and reads
+    its batch."""
 
-    def __init__(self, lib: ctypes.CDLL, device: str = "cpu", seed: int = 1, threads: int = 0, batch_size: int = 32):
+    prefix = ""  # "regression": pb_regression_create, pb_regression_run_phase, ...
+
+    def __init__(self, lib: ctypes.CDLL, options: ctypes.Structure, batch_size: int, threads: int):
         self.lib, self.batch_size, self.threads_asked = lib, batch_size, threads
-        self.handle = _REGRESSION()
-        call(lib, "pb_regression_create", ctypes.byref(RegressionOptions(device.encode(), threads, seed, batch_size)),
-             ctypes.byref(self.handle))
+        self.handle = ctypes.c_uint64()
+        self.call("create", ctypes.byref(options), ctypes.byref(self.handle))
+
+    def call(self, name: str, *args) -> None:
+        """pb_<prefix>_<name>(args...); the handle is the caller's to pass, as create makes it."""
+        call(self.lib, f"pb_{self.prefix}_{name}", *args)
 
     def close(self) -> None:
         if self.handle.value:
-            call(self.lib, "pb_regression_destroy", self.handle)
-            self.handle = _REGRESSION()
+            self.call("destroy", self.handle)
+            self.handle = ctypes.c_uint64()
 
     def threads(self) -> int:
-        """The intra-op threads it was created with (pb_regression_create sets LibTorch's to them; 0: LibTorch's
-        default, which the C ABI does not read back for this trainer)."""
+        """The intra-op threads it was created with (its create sets LibTorch's to them; 0: LibTorch's default, which
+        the C ABI does not read back for these trainers)."""
         return self.threads_asked
 
     def flags(self) -> dict:
@@ -449,117 +455,76 @@ class CppRegressionTrainer:
 
     def phase_names(self) -> list[str]:
         buffer = ctypes.create_string_buffer(4096)
-        call(self.lib, "pb_regression_phase_names", self.handle, buffer, len(buffer))
+        self.call("phase_names", self.handle, buffer, len(buffer))
         return buffer.value.decode().split(",")
 
     def run_phase(self, name: str, checks: bool = True) -> PhaseRound:
-        """One round of `name`, as RegressionTrainer.run_phase."""
+        """One round of `name`: the phases before it untimed, then its body timed."""
         ns, result = ctypes.c_int64(), Result()
-        call(self.lib, "pb_regression_run_phase", self.handle, name.encode(), int(checks), ctypes.byref(ns),
-             ctypes.byref(result))
+        self.call("run_phase", self.handle, name.encode(), int(checks), ctypes.byref(ns), ctypes.byref(result))
         product = _product(result) if checks else {"checks": "off"}
         return PhaseRound(ns.value, result.cpu_ns, result.thread_cpu_ns, product, result.minor_faults,
                           result.major_faults, measured(result.host_cpu_ns), measured(result.gpu_ns))
 
     def timer_floor(self) -> int:
         ns = ctypes.c_int64()
-        call(self.lib, "pb_regression_timer_floor", self.handle, ctypes.byref(ns))
+        self.call("timer_floor", self.handle, ctypes.byref(ns))
         return ns.value
 
     def train_steps(self, steps: int) -> list[float]:
         losses = (ctypes.c_double * max(steps, 1))()
-        call(self.lib, "pb_regression_train_steps", self.handle, steps, losses)
+        self.call("train_steps", self.handle, steps, losses)
         return list(losses[:steps])
 
     def last_loss(self) -> float | None:
         loss = ctypes.c_double()
-        call(self.lib, "pb_regression_last_loss", self.handle, ctypes.byref(loss))
+        self.call("last_loss", self.handle, ctypes.byref(loss))
         return None if math.isnan(loss.value) else loss.value
 
     def parameters(self) -> list[float]:
-        """The weight's 4 values, then the bias."""
+        """Every float value of the trainer's model(s), flat, in its get_params' order."""
         count = ctypes.c_int64()
-        call(self.lib, "pb_regression_param_count", self.handle, ctypes.byref(count))
+        self.call("param_count", self.handle, ctypes.byref(count))
         values = (ctypes.c_float * count.value)()
-        call(self.lib, "pb_regression_get_params", self.handle, values, count.value)
+        self.call("get_params", self.handle, values, count.value)
         return list(values)
+
+    def _batch(self, row_floats: int) -> tuple[list[float], list[float]]:
+        """get_batch's two buffers: `row_floats` values a row, then one value a row; empty where none is held."""
+        capacity = self.batch_size
+        rows_of, ones, rows = (ctypes.c_float * (row_floats * capacity))(), (ctypes.c_float * capacity)(), ctypes.c_int64()
+        self.call("get_batch", self.handle, rows_of, ones, capacity, ctypes.byref(rows))
+        return list(rows_of[: row_floats * rows.value]), list(ones[: rows.value])
+
+
+class CppRegressionTrainer(CppProgramTrainer):
+    """The regression program's C++ trainer (cpp/src/regression.cpp) behind the methods of
+    phasebench.train.regression.RegressionTrainer; its parameters are the weight's 4 values, then the bias."""
+
+    prefix = "regression"
+
+    def __init__(self, lib: ctypes.CDLL, device: str = "cpu", seed: int = 1, threads: int = 0, batch_size: int = 32):
+        super().__init__(lib, RegressionOptions(device.encode(), threads, seed, batch_size), batch_size, threads)
 
     def batch(self) -> tuple[list[float], list[float]]:
         """The last batch drawn: its features (row by row) and targets; empty where none is held."""
-        capacity = self.batch_size
-        features, targets, rows = (ctypes.c_float * (4 * capacity))(), (ctypes.c_float * capacity)(), ctypes.c_int64()
-        call(self.lib, "pb_regression_get_batch", self.handle, features, targets, capacity, ctypes.byref(rows))
-        return list(features[: 4 * rows.value]), list(targets[: rows.value])
+        return self._batch(4)
 
 
-class CppDcganTrainer:
-    """The DCGAN program's C++ trainer (cpp/src/dcgan.cpp) behind the methods of phasebench.train.dcgan's trainer."""
+class CppDcganTrainer(CppProgramTrainer):
+    """The DCGAN program's C++ trainer (cpp/src/dcgan.cpp) behind the methods of phasebench.train.dcgan's trainer;
+    its losses are the generator's, its parameters the generator's, the discriminator's, then both models' batch-norm
+    running means and variances."""
+
+    prefix = "dcgan"
 
     def __init__(self, lib: ctypes.CDLL, device: str = "cpu", seed: int = 1, threads: int = 0, batch_size: int = 64,
                  data_root: str = "data", log_path: str = ""):
-        self.lib, self.batch_size, self.threads_asked = lib, batch_size, threads
-        self.handle = _DCGAN()
         options = DcganOptions(device.encode(), threads, seed, batch_size, data_root.encode(),
                                log_path.encode() if log_path else None)
-        call(lib, "pb_dcgan_create", ctypes.byref(options), ctypes.byref(self.handle))
-
-    def close(self) -> None:
-        if self.handle.value:
-            call(self.lib, "pb_dcgan_destroy", self.handle)
-            self.handle = _DCGAN()
-
-    def threads(self) -> int:
-        """The intra-op threads it was created with (pb_dcgan_create sets LibTorch's to them; 0: LibTorch's default,
-        which the C ABI does not read back for this trainer)."""
-        return self.threads_asked
-
-    def flags(self) -> dict:
-        return numerics_flags(self.lib)
-
-    def phase_names(self) -> list[str]:
-        buffer = ctypes.create_string_buffer(4096)
-        call(self.lib, "pb_dcgan_phase_names", self.handle, buffer, len(buffer))
-        return buffer.value.decode().split(",")
-
-    def run_phase(self, name: str, checks: bool = True) -> PhaseRound:
-        """One round of `name`: the phases before it untimed, then its body timed (pb_dcgan_run_phase)."""
-        ns, result = ctypes.c_int64(), Result()
-        call(self.lib, "pb_dcgan_run_phase", self.handle, name.encode(), int(checks), ctypes.byref(ns),
-             ctypes.byref(result))
-        product = _product(result) if checks else {"checks": "off"}
-        return PhaseRound(ns.value, result.cpu_ns, result.thread_cpu_ns, product, result.minor_faults,
-                          result.major_faults, measured(result.host_cpu_ns), measured(result.gpu_ns))
-
-    def timer_floor(self) -> int:
-        ns = ctypes.c_int64()
-        call(self.lib, "pb_dcgan_timer_floor", self.handle, ctypes.byref(ns))
-        return ns.value
-
-    def train_steps(self, steps: int) -> list[float]:
-        """Each step's generator loss."""
-        losses = (ctypes.c_double * max(steps, 1))()
-        call(self.lib, "pb_dcgan_train_steps", self.handle, steps, losses)
-        return list(losses[:steps])
-
-    def last_loss(self) -> float | None:
-        loss = ctypes.c_double()
-        call(self.lib, "pb_dcgan_last_loss", self.handle, ctypes.byref(loss))
-        return None if math.isnan(loss.value) else loss.value
-
-    def parameters(self) -> list[float]:
-        """The generator's parameters, the discriminator's, then both models' batch norm running means and variances
-        (pb_dcgan_get_params' order), flat."""
-        count = ctypes.c_int64()
-        call(self.lib, "pb_dcgan_param_count", self.handle, ctypes.byref(count))
-        values = (ctypes.c_float * count.value)()
-        call(self.lib, "pb_dcgan_get_params", self.handle, values, count.value)
-        return list(values)
+        super().__init__(lib, options, batch_size, threads)
 
     def batch(self) -> tuple[list[float], list[float]]:
         """The last step's real images (flat, normalized) and the labels d_real drew for them; empty where none are
         held."""
-        capacity = self.batch_size
-        images = (ctypes.c_float * (IMAGE_FLOATS * capacity))()
-        labels, rows = (ctypes.c_float * capacity)(), ctypes.c_int64()
-        call(self.lib, "pb_dcgan_get_batch", self.handle, images, labels, capacity, ctypes.byref(rows))
-        return list(images[: IMAGE_FLOATS * rows.value]), list(labels[: rows.value])
+        return self._batch(IMAGE_FLOATS)
