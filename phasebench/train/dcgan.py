@@ -15,13 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from phasebench import determinism
-from phasebench.devices import with_index
-from phasebench.phase_round import PhaseRound
 from phasebench.train import loaders
 from phasebench.train.products import all_finite, product
-from phasebench.train.program_phases import Phase, PhaseTable
-from phasebench.train.timing import FLOOR_ROUNDS, timer_floor, timer_for
+from phasebench.train.program_phases import Phase, PhaseTable, ProgramTrainer
+from phasebench.train.timing import timer_for
 
 NOISE_SIZE = 100
 BATCH_SIZE = 64
@@ -85,19 +82,10 @@ def adam_class(optimizer: str) -> type:
     return getattr(importlib.import_module(module), name)
 
 
-class DcganTrainer:
+class DcganTrainer(ProgramTrainer):
     def __init__(self, device: str = "cpu", seed: int = 1, threads: int = 0, batch_size: int = BATCH_SIZE,
                  data_root: str = "data", log_path: str = "", optimizer: str = "torch"):
-        if batch_size < 1:
-            raise ValueError(f"batch size must be at least 1, got {batch_size}")
-        if threads < 0:
-            raise ValueError(f"threads {threads}: 0 or more")
-        self.device = with_index(device)  # a bare "cuda" is the current device, with its index
-        if self.device.type == "cuda":
-            torch.cuda.set_device(self.device)  # so that the cheapest synchronization is the right one
-        if threads > 0:
-            torch.set_num_threads(threads)
-        self.batch_size = batch_size
+        self.set_up(device, threads, batch_size)
         # One seed, then the example's construction in its order: the generator, the discriminator, the optimizers,
         # the data.
         torch.manual_seed(seed)
@@ -182,18 +170,6 @@ class DcganTrainer:
             return [], []
         return self.real_images.detach().cpu().flatten().tolist(), self.real_labels.cpu().tolist()
 
-    def phase_names(self) -> list[str]:
-        return TABLE.names()
-
-    def timer_floor(self, rounds: int = FLOOR_ROUNDS) -> int:
-        return timer_floor(self.timed, lambda trainer: None, self, rounds)
-
-    def threads(self) -> int:
-        return torch.get_num_threads()
-
-    def flags(self) -> dict:
-        return determinism.read()
-
     def close(self) -> None:
         if self.log is not sys.stdout:
             self.log.close()
@@ -227,10 +203,6 @@ class DcganTrainer:
         self.fake_images = self.fake_labels = self.fake_output = None
         self.d_loss_real = self.d_loss_fake = self.d_loss = self.g_loss = None
         self.grads_zero_before = self.weight_before = None
-
-    def run_phase(self, name: str, checks: bool = True) -> PhaseRound:
-        """One round of `name` (program_phases.PhaseTable.run_round)."""
-        return TABLE.run_round(self, name, checks)
 
 
 # -- products that prove each phase's work (docs/method.md#the-dcgan-program); cpp/src/dcgan.cpp has the same -------
@@ -329,5 +301,5 @@ PHASES = (
     Phase("g_step", DcganTrainer.g_step, _stepped(_generator, lambda t: t.g_optimizer), _remember_weight(_generator)),
     Phase("progress_print", DcganTrainer.progress_print, _printed),
 )
-TABLE = PhaseTable("dcgan", PHASES)
+DcganTrainer.table = PhaseTable("dcgan", PHASES)
 

@@ -7,10 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import torch
+
+from phasebench import determinism
+from phasebench.devices import with_index
 from phasebench.phase_round import PhaseRound
 from phasebench.programs import program
 from phasebench.train.products import NOOP, empty_product
-from phasebench.train.timing import page_faults
+from phasebench.train.timing import FLOOR_ROUNDS, page_faults, timer_floor
 
 
 @dataclass(frozen=True)
@@ -69,3 +73,41 @@ class PhaseTable:
         made = phase.product(trainer) if checks else {"checks": "off"}
         return PhaseRound(timing.ns, timing.cpu_ns, timing.thread_cpu_ns, made, after[0] - before[0],
                           after[1] - before[1], timing.host_cpu_ns, timing.gpu_ns)
+
+
+class ProgramTrainer:
+    """What every program trainer does alike; a subclass sets `table` (its PhaseTable, made after the class, whose
+    methods its phases name) and `timed` (its clock), and may set `prepare` (run_round's)."""
+
+    table: PhaseTable
+    prepare: Callable[[object, str], None] | None = None
+
+    def set_up(self, device: str, threads: int, batch_size: int) -> None:
+        """The options every program trainer takes, checked, and its device and threads set, before its draws."""
+        if batch_size < 1:
+            raise ValueError(f"batch size must be at least 1, got {batch_size}")
+        if threads < 0:
+            raise ValueError(f"threads {threads}: 0 or more")
+        self.device = with_index(device)  # a bare "cuda" is the current device, with its index
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)  # so that the cheapest synchronization is the right one
+        if threads > 0:
+            torch.set_num_threads(threads)
+        self.batch_size = batch_size
+
+    def run_phase(self, name: str, checks: bool = True) -> PhaseRound:
+        """One round of `name` (PhaseTable.run_round)."""
+        return self.table.run_round(self, name, checks, self.prepare)
+
+    def phase_names(self) -> list[str]:
+        return self.table.names()
+
+    def timer_floor(self, rounds: int = FLOOR_ROUNDS) -> int:
+        return timer_floor(self.timed, lambda trainer: None, self, rounds)
+
+    def threads(self) -> int:
+        return torch.get_num_threads()
+
+    def flags(self) -> dict:
+        """The numerics flags in effect in this process (phasebench/determinism.py)."""
+        return determinism.read()

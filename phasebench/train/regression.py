@@ -11,12 +11,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from phasebench import determinism
-from phasebench.devices import with_index
-from phasebench.phase_round import PhaseRound
 from phasebench.train.products import all_finite, product
-from phasebench.train.program_phases import Phase, PhaseTable
-from phasebench.train.timing import FLOOR_ROUNDS, timer_floor, timer_for
+from phasebench.train.program_phases import Phase, PhaseTable, ProgramTrainer
+from phasebench.train.timing import timer_for
 
 POLY_DEGREE = 4  # the features x, x^2, x^3, x^4
 BATCH_SIZE = 32
@@ -33,21 +30,13 @@ def make_features(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([x ** i for i in range(1, POLY_DEGREE + 1)], 1)
 
 
-class RegressionTrainer:
+class RegressionTrainer(ProgramTrainer):
     def __init__(self, device: str = "cpu", seed: int = 1, threads: int = 0, batch_size: int = BATCH_SIZE,
                  update: str = "hand"):
         if update not in UPDATES:
             raise ValueError(f"unknown update '{update}': {', '.join(UPDATES)}")
-        if batch_size < 1:
-            raise ValueError(f"batch size must be at least 1, got {batch_size}")
-        if threads < 0:
-            raise ValueError(f"threads {threads}: 0 or more")
-        self.device = with_index(device)  # a bare "cuda" is the current device, with its index
-        if self.device.type == "cuda":
-            torch.cuda.set_device(self.device)  # so that the cheapest synchronization is the right one
-        if threads > 0:
-            torch.set_num_threads(threads)
-        self.batch_size, self.update_form = batch_size, update
+        self.set_up(device, threads, batch_size)
+        self.update_form = update
         # One seed, then the example's draws in its order: the target's coefficients, its constant, the model.
         torch.manual_seed(seed)
         self.w_target = torch.randn(POLY_DEGREE, 1, device=self.device) * 5
@@ -103,19 +92,6 @@ class RegressionTrainer:
             return [], []
         return self.batch_x.detach().cpu().flatten().tolist(), self.batch_y.detach().cpu().flatten().tolist()
 
-    def phase_names(self) -> list[str]:
-        return TABLE.names()
-
-    def timer_floor(self, rounds: int = FLOOR_ROUNDS) -> int:
-        return timer_floor(self.timed, lambda trainer: None, self, rounds)
-
-    def threads(self) -> int:
-        return torch.get_num_threads()
-
-    def flags(self) -> dict:
-        """The numerics flags in effect in this process (phasebench/determinism.py)."""
-        return determinism.read()
-
     def close(self) -> None:
         """Nothing to free beyond what the garbage collector frees (the worker's stop calls every trainer's)."""
 
@@ -135,10 +111,6 @@ class RegressionTrainer:
         step's."""
         self.batch_x = self.batch_y = self.output = None
         self.weight_before = self.grad_before = self.zero_before = None
-
-    def run_phase(self, name: str, checks: bool = True) -> PhaseRound:
-        """One round of `name` (program_phases.PhaseTable.run_round)."""
-        return TABLE.run_round(self, name, checks, prepare=_gradients_to_zero)
 
 
 # -- products that prove each phase's work (docs/method.md#the-regression-program); cpp/src/regression.cpp has the
@@ -210,5 +182,6 @@ PHASES = (
     Phase("backward", RegressionTrainer.backward, _backward, _remember_zero),
     Phase("update", RegressionTrainer.update, _updated, _remember_weight),
 )
-TABLE = PhaseTable("regression", PHASES)
+RegressionTrainer.table = PhaseTable("regression", PHASES)
+RegressionTrainer.prepare = staticmethod(_gradients_to_zero)
 
