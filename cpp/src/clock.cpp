@@ -102,10 +102,20 @@ int64_t timer_floor(const torch::Device& device, BodyEvents* events) {
   return times[kFloorRounds / 2];
 }
 
-std::pair<int64_t, int64_t> page_faults() {
+PageFaults page_faults() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return {usage.ru_minflt, usage.ru_majflt};
+}
+
+void record_timing(pb_result& result, const Timing& timing, const PageFaults& faults_before,
+                   const PageFaults& faults_after) {
+  result.cpu_ns = timing.cpu_ns;
+  result.thread_cpu_ns = timing.thread_cpu_ns;
+  result.host_cpu_ns = timing.host_cpu_ns;
+  result.gpu_ns = timing.gpu_ns;
+  result.minor_faults = faults_after.first - faults_before.first;
+  result.major_faults = faults_after.second - faults_before.second;
 }
 
 #if PHASEBENCH_TESTING

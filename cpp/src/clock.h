@@ -2,6 +2,8 @@
 // bracket that replaces it when counting (count.cpp), and the testing build's slow knob.
 #pragma once
 
+#include "phasebench.h"
+
 #include <c10/core/Event.h>
 #include <c10/core/Stream.h>
 #include <torch/torch.h>
@@ -53,7 +55,11 @@ int64_t timer_floor(const torch::Device& device, BodyEvents* events = nullptr);
 bool counting_phases();
 Timing counted(const std::function<void()>& body);
 // The process's page faults so far: (minor, major).
-std::pair<int64_t, int64_t> page_faults();
+using PageFaults = std::pair<int64_t, int64_t>;
+PageFaults page_faults();
+// A round's clock in its pb_result: the body's CPU and GPU times, and the page faults between the reads around it.
+void record_timing(pb_result& result, const Timing& timing, const PageFaults& faults_before,
+                   const PageFaults& faults_after);
 
 #if PHASEBENCH_TESTING
 // The testing build's hold (pb_testing_hold_phase, testing.cpp): a body waits until the test releases it, and the

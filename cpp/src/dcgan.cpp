@@ -1,11 +1,10 @@
 // dcgan.cpp: pytorch/examples' cpp/dcgan program as the suite times it (dcgan.h): its two models and optimizers,
-// its loader, its one table of phases (what each times and produces), and the round that times one.
+// its loader, and its one table of phases (what each times and produces); program_phases.cpp times a round of one.
 #include "dcgan.h"
 
 #include "checks.h"
 #include "trainer.h"  // resolve_device
 
-#include <algorithm>
 #include <stdexcept>
 #include <tuple>
 
@@ -134,7 +133,7 @@ DcganTrainer::DcganTrainer(const pb_dcgan_options& options)
           .map(torch::data::transforms::Normalize<>(kDcganNormalize, kDcganNormalize))
           .map(torch::data::transforms::Stack<>()),
       batch_size_);
-  phases_ = make_phases();
+  phases_ = ProgramPhases("dcgan", make_phases());
 }
 
 // The next batch; past the epoch's last one, the first of a new epoch (the same order again).
@@ -186,7 +185,7 @@ void DcganTrainer::progress_print() {
   loss_ = g_loss;
 }
 
-std::vector<DcganTrainer::Phase> DcganTrainer::make_phases() {
+std::vector<ProgramPhase> DcganTrainer::make_phases() {
   const auto remember_zero = [this](const std::vector<torch::Tensor>& parameters) {
     zero_before_ = dcgan_nonzero_grads(parameters) == 0;
   };
@@ -255,11 +254,7 @@ std::vector<DcganTrainer::Phase> DcganTrainer::make_phases() {
   };
 }
 
-std::vector<std::string> DcganTrainer::phase_names() const {
-  std::vector<std::string> names;
-  for (const auto& phase : phases_) names.push_back(phase.name);
-  return names;
-}
+std::vector<std::string> DcganTrainer::phase_names() const { return phases_.names(); }
 
 // What the last round left is freed before the next one's preparation, as a training loop frees its last step's.
 void DcganTrainer::release() {
@@ -271,36 +266,7 @@ void DcganTrainer::release() {
 }
 
 Timing DcganTrainer::run_phase(const std::string& name, bool checks, pb_result* result) {
-  // "noop", no phase of the program: the empty body, the count mode's floor (phasebench/worker/count_server.py),
-  // as the seed's trainers have it.
-  static const Phase noop{"noop", [] {}, nullptr, [] { return product(torch::empty({0}), true); }};
-  const bool empty = name == noop.name;
-  // The phases before it, run untimed: none before the empty body.
-  const auto phase = empty ? phases_.begin()
-                           : std::find_if(phases_.begin(), phases_.end(), [&](const Phase& p) { return p.name == name; });
-  if (!empty && phase == phases_.end()) {
-    std::string known;
-    for (const auto& p : phases_) known += (known.empty() ? "" : ", ") + p.name;
-    throw std::invalid_argument("unknown phase '" + name + "' of the dcgan program: " + known);
-  }
-  const Phase& chosen = empty ? noop : *phase;
-  release();
-  for (auto earlier = phases_.begin(); earlier != phase; ++earlier) earlier->body();
-  if (checks && chosen.check_before) chosen.check_before();
-  // Page faults across the round, read outside the clock (a system call each).
-  const auto faults_before = page_faults();
-  const Timing timing = timed(device_, chosen.body, events_.get());
-  const auto faults_after = page_faults();
-  if (result) {
-    *result = checks ? chosen.product() : unset_product();
-    result->cpu_ns = timing.cpu_ns;
-    result->thread_cpu_ns = timing.thread_cpu_ns;
-    result->host_cpu_ns = timing.host_cpu_ns;
-    result->gpu_ns = timing.gpu_ns;
-    result->minor_faults = faults_after.first - faults_before.first;
-    result->major_faults = faults_after.second - faults_before.second;
-  }
-  return timing;
+  return phases_.time_round(name, checks, result, device_, events_.get(), [this] { release(); });
 }
 
 void DcganTrainer::step() {

@@ -9,12 +9,12 @@
 
 #include "clock.h"
 #include "data.h"
+#include "program_phases.h"
 
 #include <torch/torch.h>
 
 #include <cmath>
 #include <cstdio>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,13 +70,7 @@ class DcganTrainer {
   const torch::Tensor& real_labels() const { return real_labels_; }
 
  private:
-  struct Phase {
-    std::string name;
-    std::function<void()> body;          // timed
-    std::function<void()> check_before;  // untimed, before the body, with the checks on; may be empty
-    std::function<pb_result()> product;  // after the body, with the checks on
-  };
-  std::vector<Phase> make_phases();
+  std::vector<ProgramPhase> make_phases();
 
   // The phases' bodies, as the example's loop writes them.
   void data_loading();
@@ -115,7 +109,7 @@ class DcganTrainer {
   int64_t batch_in_epoch_ = 0;  // batches drawn in this epoch, the last one's index + 1
   int64_t trained_ = 0;         // whole steps since the trainer was made (step(), train_steps)
 
-  std::vector<Phase> phases_;
+  ProgramPhases phases_;
 
   // The step's tensors, named as the example names them.
   Batch batch_;

@@ -1,5 +1,6 @@
 // regression.cpp: pytorch/examples' cpp/regression program as the suite times it (regression.h): its draws, its
-// model and optimizer, its one table of phases (what each times and produces), and the round that times one.
+// model and optimizer, its one table of phases (what each times and produces), and what its round needs beyond
+// program_phases.cpp's: the gradients zero_grad zeroes.
 #include "regression.h"
 
 #include "checks.h"
@@ -59,7 +60,7 @@ RegressionTrainer::RegressionTrainer(const pb_regression_options& options)
   fc_ = torch::nn::Linear(w_target_.size(0), 1);
   fc_->to(device_);
   optimizer_ = std::make_unique<torch::optim::SGD>(fc_->parameters(), torch::optim::SGDOptions(kRegressionLearningRate));
-  phases_ = make_phases();
+  phases_ = ProgramPhases("regression", make_phases());
 }
 
 // A batch of points and the polynomial's values there, as the example's get_batch builds it.
@@ -70,7 +71,7 @@ void RegressionTrainer::get_batch() {
   ++batches_;
 }
 
-std::vector<RegressionTrainer::Phase> RegressionTrainer::make_phases() {
+std::vector<ProgramPhase> RegressionTrainer::make_phases() {
   return {
       {"get_batch", [this] { get_batch(); }, nullptr,
        [this] {
@@ -119,11 +120,7 @@ std::vector<RegressionTrainer::Phase> RegressionTrainer::make_phases() {
   };
 }
 
-std::vector<std::string> RegressionTrainer::phase_names() const {
-  std::vector<std::string> names;
-  for (const auto& phase : phases_) names.push_back(phase.name);
-  return names;
-}
+std::vector<std::string> RegressionTrainer::phase_names() const { return phases_.names(); }
 
 bool RegressionTrainer::holds_gradients() const {
   const auto grads = gradients_of(parameters());
@@ -137,42 +134,15 @@ void RegressionTrainer::release() {
 }
 
 Timing RegressionTrainer::run_phase(const std::string& name, bool checks, pb_result* result) {
-  // "noop", no phase of the program: the empty body, the count mode's floor (phasebench/worker/count_server.py),
-  // as the seed's trainers have it.
-  static const Phase noop{"noop", [] {}, nullptr, [] { return product(torch::empty({0}), true); }};
-  const bool empty = name == noop.name;
-  // The phases before it, run untimed: none before the empty body.
-  const auto phase = empty ? phases_.begin()
-                           : std::find_if(phases_.begin(), phases_.end(), [&](const Phase& p) { return p.name == name; });
-  if (!empty && phase == phases_.end()) {
-    std::string known;
-    for (const auto& p : phases_) known += (known.empty() ? "" : ", ") + p.name;
-    throw std::invalid_argument("unknown phase '" + name + "' of the regression program: " + known);
-  }
-  const Phase& chosen = empty ? noop : *phase;
-  release();
   // zero_grad zeroes the gradients the step before left: a trainer without them gets some first.
-  if (chosen.name == "zero_grad" && !holds_gradients()) {
-    get_batch();
-    forward_loss();
-    backward();
-  }
-  for (auto earlier = phases_.begin(); earlier != phase; ++earlier) earlier->body();
-  if (checks && chosen.check_before) chosen.check_before();
-  // Page faults across the round, read outside the clock (a system call each).
-  const auto faults_before = page_faults();
-  const Timing timing = timed(device_, chosen.body, events_.get());
-  const auto faults_after = page_faults();
-  if (result) {
-    *result = checks ? chosen.product() : unset_product();
-    result->cpu_ns = timing.cpu_ns;
-    result->thread_cpu_ns = timing.thread_cpu_ns;
-    result->host_cpu_ns = timing.host_cpu_ns;
-    result->gpu_ns = timing.gpu_ns;
-    result->minor_faults = faults_after.first - faults_before.first;
-    result->major_faults = faults_after.second - faults_before.second;
-  }
-  return timing;
+  const auto give_gradients = [this](const std::string& phase) {
+    if (phase == "zero_grad" && !holds_gradients()) {
+      get_batch();
+      forward_loss();
+      backward();
+    }
+  };
+  return phases_.time_round(name, checks, result, device_, events_.get(), [this] { release(); }, give_gradients);
 }
 
 double RegressionTrainer::step() {

@@ -7,11 +7,11 @@
 #include "phasebench.h"
 
 #include "clock.h"
+#include "program_phases.h"
 
 #include <torch/torch.h>
 
 #include <cmath>
-#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -42,13 +42,7 @@ class RegressionTrainer {
   const torch::Tensor& targets() const { return targets_; }
 
  private:
-  struct Phase {
-    std::string name;
-    std::function<void()> body;          // timed
-    std::function<void()> check_before;  // untimed, before the body, with the checks on; may be empty
-    std::function<pb_result()> product;  // after the body, with the checks on
-  };
-  std::vector<Phase> make_phases();
+  std::vector<ProgramPhase> make_phases();
 
   // The phases' bodies, as the example's loop writes them.
   void get_batch();
@@ -67,7 +61,7 @@ class RegressionTrainer {
   torch::Tensor w_target_, b_target_;   // the polynomial's coefficients and constant
   torch::nn::Linear fc_{nullptr};
   std::unique_ptr<torch::optim::SGD> optimizer_;
-  std::vector<Phase> phases_;
+  ProgramPhases phases_;
 
   torch::Tensor features_, targets_, output_;
   double loss_ = std::nan("");

@@ -163,12 +163,7 @@ Timing Trainer::run_phase(const std::string& name, pb_result* result) {
   if (result) {
     *result = checks ? phase->result() : unset_product();
     result->leftovers = leftovers;
-    result->cpu_ns = timing.cpu_ns;
-    result->thread_cpu_ns = timing.thread_cpu_ns;
-    result->host_cpu_ns = timing.host_cpu_ns;
-    result->gpu_ns = timing.gpu_ns;
-    result->minor_faults = faults_after.first - faults_before.first;
-    result->major_faults = faults_after.second - faults_before.second;
+    record_timing(*result, timing, faults_before, faults_after);
   }
   return timing;
 }
