@@ -11,7 +11,6 @@ import sys
 
 import pytest
 
-from phasebench.programs import PROGRAMS
 from phasebench.repository import ROOT
 
 needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
@@ -27,9 +26,6 @@ def test_what_cannot_be_counted_is_refused_in_one_line(tmp_path):
     cuda = pytest_run(*args, "--device", "cuda")
     workers = pytest_run(*args, "--impl", "python-workers")
     no_valgrind = pytest_run(*args, env=os.environ | {"PATH": str(tmp_path)})
-    uncounted = next(name for name, declared in PROGRAMS.items() if declared.not_counted)
-    program = pytest_run(*args, "--program", f"regression,{uncounted}")
-    assert program.returncode == 4 and f"--count cannot count program {uncounted}: " in program.stderr, program.stderr
     assert cuda.returncode == 4 and "--count instructions counts on cpu only" in cuda.stderr, cuda.stderr
     assert workers.returncode == 4 and "cannot count python-workers" in workers.stderr, workers.stderr
     assert no_valgrind.returncode == 4 and "--count instructions needs valgrind" in no_valgrind.stderr

@@ -2,7 +2,8 @@
 lists those not yet confirmed (synthetic saved results), and .ci/history-confirm runs each neighbour of one again
 through .ci/history-run (HISTORY_AGAIN=1, -k naming the cases) until it holds two runs, on a scratch repository with a
 fake build and a fake pytest that honours -k as pytest does (a case is run where a term of the expression is part of
-its name). Needs no Valgrind and no compiler (a few seconds)."""
+its name). Needs no Valgrind and no compiler. The scripts' run end to end, about 12 s of CPU, is a long check:
+tests/long_history_confirm.py."""
 
 from __future__ import annotations
 
@@ -115,6 +116,11 @@ COMMITS = [
 
 @pytest.fixture
 def setup(tmp_path):
+    return scratch(tmp_path)
+
+
+def scratch(tmp_path: Path) -> tuple[Path, list[str], dict]:
+    """A scratch repository of COMMITS with a fake build and pytest, and the scripts' environment for it."""
     repo = new_repo(tmp_path / "repo")
     shas = [commit(repo, message, files) for message, files in COMMITS]
     (tmp_path / "template.json").write_text(json.dumps(template(COUNTED)))
@@ -137,45 +143,6 @@ def runs_per_series(folder: Path, repo: Path) -> dict[tuple[str, str], list[int]
     """(phase, implementation): the runs at each commit of its series."""
     built, _ = series_mod.build(points.read([str(folder)]).points, series_mod.Order("commit", repo))
     return {(s.key.phase, s.key.implementation): [len(runs) for runs in s.runs] for s in built}
-
-
-def test_history_confirm_runs_each_neighbour_until_it_holds_two_runs_and_then_nothing(setup, capsys):
-    tmp_path, shas, env = setup
-    history, repo = tmp_path / "history", tmp_path / "repo"
-    assert script(RUN, env, "main").returncode == 0
-    assert len((tmp_path / "calls").read_text().splitlines()) == 3  # the docs-only commit is same-tree
-    assert unconfirmed(history, repo, capsys) == [
-        [shas[1], shas[2], "instructions", "cpu", "-", "python", "loss", "+10.00", "1", "1", "2", "code"]]
-
-    done = script(CONFIRM, env, "--rounds", "3")
-    assert done.returncode == 0, done.stderr + done.stdout
-    calls = (tmp_path / "calls").read_text().splitlines()
-    assert len(calls) == 5  # each neighbour once, python's loss alone (not python-foreach's, nor cpp's)
-    for call in calls[3:]:
-        assert "--count instructions" in call and call.endswith("--rounds 3 -k test_phase[loss-python-cpu]")
-    assert runs_per_series(history / "instructions", repo) == {
-        ("loss", "python"): [1, 2, 2], ("loss", "cpp"): [1, 1, 1],
-        ("backward", "python"): [1, 1, 1], ("backward", "cpp"): [1, 1, 1]}
-    assert unconfirmed(history, repo, capsys) == []
-    assert "1 unconfirmed change point(s) of instructions" in done.stdout and "2 run(s) of 2 commit(s)" in done.stdout
-    line = next(text for text in done.stdout.splitlines() if text.strip().startswith("loss python"))
-    assert f"{shas[1][:7]}..{shas[2][:7]} +10.0 %" in line and "unconfirmed" not in line
-    rows = [row.split("\t") for row in (history / "runs-instructions.tsv").read_text().splitlines()[1:]]
-    assert [(row[0], row[1]) for row in rows[-2:]] == [(shas[1], "ran"), (shas[2], "ran")]
-
-    # Nothing left to confirm: a second invocation runs nothing.
-    again = script(CONFIRM, env, "--rounds", "3")
-    assert again.returncode == 0, again.stderr + again.stdout
-    assert "0 unconfirmed change point(s)" in again.stdout and "0 run(s) of 0 commit(s)" in again.stdout
-    assert len((tmp_path / "calls").read_text().splitlines()) == 5
-
-    # history-run itself: a commit recorded with these options runs again under HISTORY_AGAIN=1 alone.
-    selection = ["--rounds", "3", "-k", "test_phase[loss-python-cpu]"]
-    assert script(RUN, env, f"{shas[1]}^!", *selection).returncode == 0
-    assert len((tmp_path / "calls").read_text().splitlines()) == 5
-    assert script(RUN, {**env, "HISTORY_AGAIN": "1"}, f"{shas[1]}^!", *selection).returncode == 0
-    assert len((tmp_path / "calls").read_text().splitlines()) == 6
-    assert runs_per_series(history / "instructions", repo)[("loss", "python")] == [1, 3, 2]
 
 
 def test_history_confirm_usage_errors(setup):

@@ -275,3 +275,13 @@ def test_a_programs_workers_get_the_settings_it_declares(settings):
     assert "data_root" not in options["regression"]
     with pytest.raises(ValueError, match="unknown settings"):
         replace(PROGRAMS["regression"], settings=("mnist_root",))
+
+
+def test_the_count_mode_refuses_a_program_that_says_why_it_cannot_be_counted():
+    from phasebench.plugin.session import uncounted_program
+
+    uncounted = [name for name, declared in PROGRAMS.items() if declared.not_counted]
+    assert uncounted, "no program declares itself uncounted: this test checks nothing"
+    assert uncounted_program((DEFAULT_PROGRAM, "regression")) is None
+    assert uncounted_program(("regression", uncounted[0])) == (
+        f"--count cannot count program {uncounted[0]}: {PROGRAMS[uncounted[0]].not_counted}")

@@ -167,10 +167,9 @@ class PhasebenchSession:
             raise ValueError(refused)
         impls = registry.parse(option("impl") or ",".join(registry.DEFAULT_IMPLS))
         chosen_programs = programs.parse(option("program"))
-        uncounted = [name for name in chosen_programs if programs.program(name).not_counted]
-        if option("count") and uncounted:
-            raise ValueError(f"--count cannot count program {uncounted[0]}: "
-                             f"{programs.program(uncounted[0]).not_counted}")
+        refused = option("count") and uncounted_program(chosen_programs)
+        if refused:
+            raise ValueError(refused)
         simulated = counting.simulation(option)  # --count-i1/-d1/-ll, --count-branches: ValueError where malformed
         if option("count"):
             refused = counting.refusal(option("device"), impls, option("processes"))
@@ -253,6 +252,14 @@ class PhasebenchSession:
         self.count = {"prefix": prefix} | ({"caches": simulated.get("caches"), "branches": simulated.get("branches")}
                                            if simulated else {})
         return counting.machine_info(prefix, probed, simulated)
+
+
+def uncounted_program(names: tuple[str, ...]) -> str | None:
+    """--count's one-line refusal of the first of these programs that declares why it cannot be counted, or None."""
+    for name in names:
+        if programs.program(name).not_counted:
+            return f"--count cannot count program {name}: {programs.program(name).not_counted}"
+    return None
 
 
 ORDER_SEED_INPUT = "phasebench_order_seed"  # how pytest-xdist's controller hands its workers the run's order seed
