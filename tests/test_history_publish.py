@@ -1,8 +1,9 @@
 """The history's CI steps run here (.ci/history-publish fetch, record, page, push, as
 .github/workflows/benchmark-history.yml runs them), against a scratch "origin" (a bare repository) with the fake
-build and pytest of tests/test_history_run.py: the first push to main starts the history branch, the second
-appends to it and the page shows both commits and the step between them; the workflows call exactly these steps.
-Needs no Valgrind and no GitHub (a few seconds)."""
+build and pytest of tests/test_history_run.py: a history with no series still has a page, and the workflows call
+exactly these steps. Needs no Valgrind and no GitHub. Two pushes to main end to end (the first starts the history
+branch, the second appends to it, the page shows both commits and the step between them), about 7 s of CPU, are a
+long check: tests/long_history_publish.py."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ SHELLCHECK = Path(sys.executable).parent / "shellcheck"
 
 @pytest.fixture
 def runner(tmp_path):
+    return scratch_origin(tmp_path)
+
+
+def scratch_origin(tmp_path: Path) -> tuple[Path, Path, Path, dict]:
     """A bare origin with one commit on main, a clone of it (the runner's checkout) and the steps' environment."""
     origin, seed = tmp_path / "origin.git", tmp_path / "seed"
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
@@ -56,39 +61,6 @@ def workflow_run(tmp_path: Path, origin: Path, env: dict, name: str) -> dict[str
                                     env=env, timeout=120)
         assert done[step].returncode == 0, (step, done[step].stdout, done[step].stderr)
     return done
-
-
-def test_two_pushes_to_main_make_a_history_on_its_branch_and_a_page(runner):
-    tmp_path, origin, seed, env = runner
-    first_sha = git(seed, "rev-parse", "HEAD")
-    first = workflow_run(tmp_path, origin, env, "1")
-    assert "starts it" in first["fetch"].stdout
-    assert git(origin, "ls-tree", "-r", "--name-only", "history").splitlines().count("runs-instructions.tsv") == 1
-    series = [name for name in git(origin, "ls-tree", "-r", "--name-only", "history").splitlines()
-              if name.startswith("instructions/")]
-    assert len(series) == 4 and all(name.endswith(".json") for name in series)
-    site = tmp_path / "site-1"
-    assert (site / "index.html").read_text().count('class="point"') == 4
-    assert "this commit: ran" in (site / "summary.md").read_text()
-
-    # A docs-only push and a push with a 10 % step: the second run records both, the first as same-tree.
-    commit(seed, "docs", {"guide/a.md": "a"})
-    step_sha = commit(seed, "a 10 % step", {"cpp/cost": "110"})
-    git(seed, "push", "-q", "origin", "main")
-    second = workflow_run(tmp_path, origin, env, "2")
-    assert "holds history" in second["fetch"].stdout
-    rows = [line.split("\t") for line in git(origin, "show", "history:runs-instructions.tsv").splitlines()[1:]]
-    assert [(row[0], row[1]) for row in rows] == [(first_sha, "ran"), (git(seed, "rev-parse", "HEAD~1"), "same-tree"),
-                                                  (step_sha, "ran")]
-    html = (tmp_path / "site-2/index.html").read_text()
-    assert html.count('class="point"') == 8
-    assert f"{first_sha[:7]}..{step_sha[:7]}" in (tmp_path / "site-2/history.txt").read_text()
-    assert len(git(origin, "log", "--format=%H", "history").splitlines()) == 2
-
-    # A run with nothing new pushes nothing.
-    third = workflow_run(tmp_path, origin, env, "3")
-    assert "nothing new to push" in third["push"].stdout
-    assert len(git(origin, "log", "--format=%H", "history").splitlines()) == 2
 
 
 def test_a_history_with_no_series_still_has_a_page(runner):
