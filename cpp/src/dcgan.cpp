@@ -3,7 +3,6 @@
 #include "dcgan.h"
 
 #include "checks.h"
-#include "trainer.h"  // resolve_device
 
 #include <stdexcept>
 #include <tuple>
@@ -12,26 +11,9 @@ namespace phasebench {
 
 namespace {
 
-torch::Device dcgan_device(const char* name) {
-  torch::Device device(name ? name : "cpu");
-  if (device.is_cuda() && !torch::cuda::is_available())
-    throw std::runtime_error("device " + device.str() + " requested but CUDA is not available");
-  return resolve_device(device);
-}
-
-bool dcgan_finite(const torch::Tensor& t) { return t.defined() && torch::isfinite(t).all().item<bool>(); }
-
-std::vector<torch::Tensor> dcgan_gradients(const std::vector<torch::Tensor>& parameters) {
-  std::vector<torch::Tensor> grads;
-  for (const auto& p : parameters) grads.push_back(p.grad());
-  return grads;
-}
-
 // The parameter tensors whose gradient is set and not all zero.
 int32_t dcgan_nonzero_grads(const std::vector<torch::Tensor>& parameters) {
-  int32_t n = 0;
-  for (const auto& g : dcgan_gradients(parameters)) n += g.defined() && g.ne(0).any().item<bool>();
-  return n;
+  return nonzero_tensors(gradients_of(parameters));
 }
 
 // max |w - (w0 - (lr / bc1) * exp_avg / (sqrt(exp_avg_sq) / sqrt(bc2) + eps))|, from the parameter's Adam state
@@ -103,7 +85,7 @@ torch::nn::Sequential make_discriminator() {
 }
 
 DcganTrainer::DcganTrainer(const pb_dcgan_options& options)
-    : device_(dcgan_device(options.device)),
+    : device_(program_device(options.device)),
       events_(device_.is_cuda() ? std::make_unique<BodyEvents>(device_) : nullptr),
       batch_size_(options.batch_size) {
   if (batch_size_ < 1) throw std::invalid_argument("batch size must be at least 1, got " + std::to_string(batch_size_));
@@ -193,13 +175,13 @@ std::vector<ProgramPhase> DcganTrainer::make_phases() {
   return {
       {"data_loading", [this] { data_loading(); }, nullptr,
        [this] {
-         auto r = product(batch_.data, dcgan_finite(batch_.data));
+         auto r = product(batch_.data, defined_and_finite(batch_.data));
          r.batch_index = batch_in_epoch_ - 1;
          return r;
        }},
       {"copy_to_device", [this] { copy_to_device(); }, nullptr,
        [this] {
-         auto r = product(real_images_, dcgan_finite(real_images_));
+         auto r = product(real_images_, defined_and_finite(real_images_));
          r.on_device = real_images_.device() == device_;
          r.matches_host = torch::equal(real_images_.cpu(), batch_.data.cpu());
          // Nothing was copied: the batch already lived where it was asked for (always on cpu).
@@ -209,17 +191,17 @@ std::vector<ProgramPhase> DcganTrainer::make_phases() {
       {"d_real", [this] { d_real(); }, [this, remember_zero] { remember_zero(discriminator_->parameters()); },
        [this] {
          const auto parameters = discriminator_->parameters();
-         auto r = product(real_output_, dcgan_finite(real_output_) && all_finite(dcgan_gradients(parameters)),
+         auto r = product(real_output_, defined_and_finite(real_output_) && all_finite(gradients_of(parameters)),
                           d_loss_real_.item<double>());
          r.zero_before = zero_before_;
          r.nonzero_grads = dcgan_nonzero_grads(parameters);
          return r;
        }},
-      {"g_forward", [this] { g_forward(); }, nullptr, [this] { return product(fake_images_, dcgan_finite(fake_images_)); }},
+      {"g_forward", [this] { g_forward(); }, nullptr, [this] { return product(fake_images_, defined_and_finite(fake_images_)); }},
       {"d_fake", [this] { d_fake(); }, nullptr,
        [this] {
          const auto parameters = discriminator_->parameters();
-         auto r = product(fake_output_, dcgan_finite(fake_output_) && all_finite(dcgan_gradients(parameters)),
+         auto r = product(fake_output_, defined_and_finite(fake_output_) && all_finite(gradients_of(parameters)),
                           d_loss_fake_.item<double>());
          r.nonzero_grads = dcgan_nonzero_grads(parameters);
          return r;
@@ -235,7 +217,7 @@ std::vector<ProgramPhase> DcganTrainer::make_phases() {
       {"g_loss", [this] { g_loss(); }, [this, remember_zero] { remember_zero(generator_->parameters()); },
        [this] {
          const auto parameters = generator_->parameters();
-         auto r = product(fake_output_, dcgan_finite(fake_output_) && all_finite(dcgan_gradients(parameters)),
+         auto r = product(fake_output_, defined_and_finite(fake_output_) && all_finite(gradients_of(parameters)),
                           g_loss_.item<double>());
          r.zero_before = zero_before_;
          r.nonzero_grads = dcgan_nonzero_grads(parameters);
@@ -250,7 +232,7 @@ std::vector<ProgramPhase> DcganTrainer::make_phases() {
          return r;
        }},
       {"progress_print", [this] { progress_print(); }, nullptr,
-       [this] { return product(g_loss_, dcgan_finite(d_loss_) && std::isfinite(loss_), loss_); }},
+       [this] { return product(g_loss_, defined_and_finite(d_loss_) && std::isfinite(loss_), loss_); }},
   };
 }
 

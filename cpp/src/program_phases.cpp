@@ -3,6 +3,7 @@
 #include "program_phases.h"
 
 #include "checks.h"
+#include "trainer.h"  // resolve_device
 
 #include <algorithm>
 #include <stdexcept>
@@ -49,6 +50,27 @@ Timing ProgramPhases::time_round(const std::string& name, bool checks, pb_result
     record_timing(*result, timing, faults_before, faults_after);
   }
   return timing;
+}
+
+torch::Device program_device(const char* name) {
+  torch::Device device(name ? name : "cpu");
+  if (device.is_cuda() && !torch::cuda::is_available())
+    throw std::runtime_error("device " + device.str() + " requested but CUDA is not available");
+  return resolve_device(device);
+}
+
+bool defined_and_finite(const torch::Tensor& t) { return t.defined() && torch::isfinite(t).all().item<bool>(); }
+
+std::vector<torch::Tensor> gradients_of(const std::vector<torch::Tensor>& parameters) {
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : parameters) grads.push_back(p.grad());
+  return grads;
+}
+
+int32_t nonzero_tensors(const std::vector<torch::Tensor>& tensors) {
+  int32_t n = 0;
+  for (const auto& t : tensors) n += t.defined() && t.ne(0).any().item<bool>();
+  return n;
 }
 
 }  // namespace phasebench

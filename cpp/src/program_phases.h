@@ -46,4 +46,15 @@ class ProgramPhases {
   std::vector<ProgramPhase> phases_;
 };
 
+// What the programs' trainers and products share beyond their phase tables.
+// The device a program's options name (NULL: cpu), refused where CUDA is asked for and not available; a bare "cuda"
+// resolved as the seed's trainer resolves it (trainer.h resolve_device).
+torch::Device program_device(const char* name);
+// Whether t is defined and every value of it finite.
+bool defined_and_finite(const torch::Tensor& t);
+// Each parameter's gradient (undefined where it has none).
+std::vector<torch::Tensor> gradients_of(const std::vector<torch::Tensor>& parameters);
+// How many of the tensors are defined and not all zero.
+int32_t nonzero_tensors(const std::vector<torch::Tensor>& tensors);
+
 }  // namespace phasebench

@@ -4,7 +4,6 @@
 #include "regression.h"
 
 #include "checks.h"
-#include "trainer.h"  // resolve_device
 
 #include <algorithm>
 #include <stdexcept>
@@ -14,13 +13,6 @@ namespace phasebench {
 
 namespace {
 
-torch::Device regression_device(const char* name) {
-  torch::Device device(name ? name : "cpu");
-  if (device.is_cuda() && !torch::cuda::is_available())
-    throw std::runtime_error("device " + device.str() + " requested but CUDA is not available");
-  return resolve_device(device);
-}
-
 // The columns x, x^2, x^3, x^4 of one batch of points.
 torch::Tensor polynomial_features(const torch::Tensor& points) {
   const auto column = points.unsqueeze(1);
@@ -29,24 +21,10 @@ torch::Tensor polynomial_features(const torch::Tensor& points) {
   return torch::cat(powers, 1);
 }
 
-bool regression_finite(const torch::Tensor& t) { return t.defined() && torch::isfinite(t).all().item<bool>(); }
-
-int32_t regression_nonzero(const std::vector<torch::Tensor>& tensors) {
-  int32_t n = 0;
-  for (const auto& t : tensors) n += t.defined() && t.ne(0).any().item<bool>();
-  return n;
-}
-
-std::vector<torch::Tensor> gradients_of(const std::vector<torch::Tensor>& parameters) {
-  std::vector<torch::Tensor> grads;
-  for (const auto& p : parameters) grads.push_back(p.grad());
-  return grads;
-}
-
 }  // namespace
 
 RegressionTrainer::RegressionTrainer(const pb_regression_options& options)
-    : device_(regression_device(options.device)),
+    : device_(program_device(options.device)),
       events_(device_.is_cuda() ? std::make_unique<BodyEvents>(device_) : nullptr),
       batch_size_(options.batch_size) {
   if (batch_size_ < 1) throw std::invalid_argument("batch size must be at least 1, got " + std::to_string(batch_size_));
@@ -75,32 +53,32 @@ std::vector<ProgramPhase> RegressionTrainer::make_phases() {
   return {
       {"get_batch", [this] { get_batch(); }, nullptr,
        [this] {
-         auto r = product(features_, regression_finite(features_) && regression_finite(targets_));
+         auto r = product(features_, defined_and_finite(features_) && defined_and_finite(targets_));
          r.batch_index = batches_ - 1;
          return r;
        }},
-      {"zero_grad", [this] { zero_grad(); }, [this] { zero_before_ = regression_nonzero(gradients_of(parameters())) == 0; },
+      {"zero_grad", [this] { zero_grad(); }, [this] { zero_before_ = nonzero_tensors(gradients_of(parameters())) == 0; },
        [this] {
          auto r = product(fc_->weight, all_finite(parameters()));
          r.zero_before = zero_before_;
-         r.nonzero_grads = regression_nonzero(gradients_of(parameters()));
+         r.nonzero_grads = nonzero_tensors(gradients_of(parameters()));
          return r;
        }},
       {"forward_loss", [this] { forward_loss(); }, nullptr,
        [this] {
          torch::NoGradGuard no_grad;
          const auto again = torch::smooth_l1_loss(fc_(features_), targets_);
-         auto r = product(output_, regression_finite(output_), output_.item<double>());
+         auto r = product(output_, defined_and_finite(output_), output_.item<double>());
          r.recompute_error = (again - output_.detach()).abs().max().item<double>();
          return r;
        }},
       {"loss_item", [this] { loss_item(); }, nullptr,
-       [this] { return product(output_, regression_finite(output_) && std::isfinite(loss_), loss_); }},
-      {"backward", [this] { backward(); }, [this] { zero_before_ = regression_nonzero(gradients_of(parameters())) == 0; },
+       [this] { return product(output_, defined_and_finite(output_) && std::isfinite(loss_), loss_); }},
+      {"backward", [this] { backward(); }, [this] { zero_before_ = nonzero_tensors(gradients_of(parameters())) == 0; },
        [this] {
          auto r = product(fc_->weight.grad(), all_finite(gradients_of(parameters())));
          r.zero_before = zero_before_;
-         r.nonzero_grads = regression_nonzero(gradients_of(parameters()));
+         r.nonzero_grads = nonzero_tensors(gradients_of(parameters()));
          return r;
        }},
       {"update", [this] { update(); },
