@@ -68,7 +68,7 @@ class Program:
         path = self.step_trainers.get(language)
         if path is None:
             raise ValueError(f"program '{self.name}' has no {language} trainer that runs steps by itself")
-        return _imported(path)
+        return imported(path)
 
     @property
     def is_default(self) -> bool:
@@ -94,10 +94,11 @@ class Program:
     def product_problems(self, phase: str, product: dict) -> list[str]:
         if not self.product_checks:
             raise ValueError(f"program '{self.name}' declares no product checks")
-        return _imported(self.product_checks)(phase, product)
+        return imported(self.product_checks)(phase, product)
 
 
-def _imported(path: str):
+def imported(path: str):
+    """What "module:name" names, its module imported."""
     module, _, name = path.partition(":")
     return getattr(importlib.import_module(module), name)
 

@@ -172,6 +172,21 @@ std::vector<ProgramPhase> DcganTrainer::make_phases() {
     zero_before_ = dcgan_nonzero_grads(parameters) == 0;
   };
   const auto first_conv = [this]() -> torch::Tensor& { return discriminator_->ptr(0)->as<torch::nn::Conv2d>()->weight; };
+  // A loss's backward pass into a network: the output it scored, the loss, the network's gradients.
+  const auto backward_product = [](const torch::Tensor& output, const torch::Tensor& loss,
+                                   const std::vector<torch::Tensor>& parameters) {
+    auto r = product(output, defined_and_finite(output) && all_finite(gradients_of(parameters)), loss.item<double>());
+    r.nonzero_grads = dcgan_nonzero_grads(parameters);
+    return r;
+  };
+  // An Adam step: the network's first weight, how far it moved and how far from Adam's update written out.
+  const auto step_product = [this](torch::optim::Adam& optimizer, const torch::Tensor& weight,
+                                   const std::vector<torch::Tensor>& parameters) {
+    auto r = product(weight.detach(), all_finite(parameters));
+    r.moved = (weight.detach() - weight_before_).abs().max().item<double>();
+    r.update_error = adam_update_error(optimizer, weight, weight_before_);
+    return r;
+  };
   return {
       {"data_loading", [this] { data_loading(); }, nullptr,
        [this] {
@@ -189,47 +204,27 @@ std::vector<ProgramPhase> DcganTrainer::make_phases() {
          return r;
        }},
       {"d_real", [this] { d_real(); }, [this, remember_zero] { remember_zero(discriminator_->parameters()); },
-       [this] {
-         const auto parameters = discriminator_->parameters();
-         auto r = product(real_output_, defined_and_finite(real_output_) && all_finite(gradients_of(parameters)),
-                          d_loss_real_.item<double>());
+       [this, backward_product] {
+         auto r = backward_product(real_output_, d_loss_real_, discriminator_->parameters());
          r.zero_before = zero_before_;
-         r.nonzero_grads = dcgan_nonzero_grads(parameters);
          return r;
        }},
       {"g_forward", [this] { g_forward(); }, nullptr, [this] { return product(fake_images_, defined_and_finite(fake_images_)); }},
       {"d_fake", [this] { d_fake(); }, nullptr,
-       [this] {
-         const auto parameters = discriminator_->parameters();
-         auto r = product(fake_output_, defined_and_finite(fake_output_) && all_finite(gradients_of(parameters)),
-                          d_loss_fake_.item<double>());
-         r.nonzero_grads = dcgan_nonzero_grads(parameters);
-         return r;
-       }},
+       [this, backward_product] { return backward_product(fake_output_, d_loss_fake_, discriminator_->parameters()); }},
       {"d_step", [this] { d_step(); }, [this, first_conv] { weight_before_ = first_conv().detach().clone(); },
-       [this, first_conv] {
-         const auto weight = first_conv().detach();
-         auto r = product(weight, all_finite(discriminator_->parameters()));
-         r.moved = (weight - weight_before_).abs().max().item<double>();
-         r.update_error = adam_update_error(*discriminator_optimizer_, first_conv(), weight_before_);
-         return r;
+       [this, first_conv, step_product] {
+         return step_product(*discriminator_optimizer_, first_conv(), discriminator_->parameters());
        }},
       {"g_loss", [this] { g_loss(); }, [this, remember_zero] { remember_zero(generator_->parameters()); },
-       [this] {
-         const auto parameters = generator_->parameters();
-         auto r = product(fake_output_, defined_and_finite(fake_output_) && all_finite(gradients_of(parameters)),
-                          g_loss_.item<double>());
+       [this, backward_product] {
+         auto r = backward_product(fake_output_, g_loss_, generator_->parameters());
          r.zero_before = zero_before_;
-         r.nonzero_grads = dcgan_nonzero_grads(parameters);
          return r;
        }},
       {"g_step", [this] { g_step(); }, [this] { weight_before_ = generator_->conv1->weight.detach().clone(); },
-       [this] {
-         const auto weight = generator_->conv1->weight.detach();
-         auto r = product(weight, all_finite(generator_->parameters()));
-         r.moved = (weight - weight_before_).abs().max().item<double>();
-         r.update_error = adam_update_error(*generator_optimizer_, generator_->conv1->weight, weight_before_);
-         return r;
+       [this, step_product] {
+         return step_product(*generator_optimizer_, generator_->conv1->weight, generator_->parameters());
        }},
       {"progress_print", [this] { progress_print(); }, nullptr,
        [this] { return product(g_loss_, defined_and_finite(d_loss_) && std::isfinite(loss_), loss_); }},

@@ -31,6 +31,11 @@ PHASES = tuple(Phase(name, label) for name, label in PHASE_LABELS.items())
 # their declared order, labelled "PROGRAM: its label".
 PROGRAM_PHASES = tuple(Phase(case_phase(program.name, name), f"{program.name}: {program.label(name)}")
                        for program in PROGRAMS.values() if not program.is_default for name in program.phases)
+# The same phases program by program, each labelled as its program labels it: (program, its phases), for the report's
+# per-program tables and chart panels.
+PROGRAM_PHASE_TABLES = tuple((program.name, tuple(Phase(case_phase(program.name, name), program.label(name))
+                                                  for name in program.phases))
+                             for program in PROGRAMS.values() if not program.is_default)
 # Their training runs (bench/test_training_run.py test_program_run), keyed PROGRAM:training_run.
 PROGRAM_RUNS = tuple(Phase(case_phase(program.name, "training_run"), f"{program.name}: Total Time")
                      for program in PROGRAMS.values() if not program.is_default)

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from phasebench.programs import PROGRAMS, case_phase
+from phasebench.programs import case_phase
 from phasebench.report.cases import (
     IMPLEMENTATIONS,
     NOT_RUN,
     PHASES,
+    PROGRAM_PHASE_TABLES,
     RUN_PHASES,
-    Phase,
     absent_reason,
     devices_of,
     impls_of,
@@ -89,12 +89,6 @@ def _bar_panel(axis, labels: list[str], values: dict[str, dict[int, float]], spr
     axis.legend(handles=legend, loc="lower right", bbox_to_anchor=(1, 1), ncol=2, fontsize="small", frameon=False)
 
 
-def _program_phases() -> list[tuple[str, tuple[Phase, ...]]]:
-    """(program, its phases as the cases name them, labelled as it labels them) for each program beside the seed's."""
-    return [(program.name, tuple(Phase(case_phase(program.name, name), program.label(name)) for name in program.phases))
-            for program in PROGRAMS.values() if not program.is_default]
-
-
 def _paired_points(cases: dict, device: str) -> list[tuple[str, dict]]:
     """(label, Python's saved ratio to C++) for each phase and training-run row that was paired, in the tables' order;
     then each other program's phases and Total Time."""
@@ -105,7 +99,7 @@ def _paired_points(cases: dict, device: str) -> list[tuple[str, dict]]:
         points.append(("Total Time", saved_ratio(run)))
         points += [(f"in run: {phase.label}", ratio) for phase in RUN_PHASES
                    if (ratio := saved_ratio(run, phase.name))]
-    for name, phases in _program_phases():
+    for name, phases in PROGRAM_PHASE_TABLES:
         points += [(f"{name}: {phase.label}", ratio) for phase in phases
                    if (ratio := saved_ratio(cases.get((phase.name, "python", device)), to="cpp"))]
         if ratio := saved_ratio(cases.get((case_phase(name, "training_run"), "python", device)), to="cpp"):
@@ -151,7 +145,7 @@ def chart(path: Path, result: SavedResult, title: str) -> dict:
                 if device not in ran]
     panels = []  # (device, kind, the phases of a "phases" panel, its program's name where not the seed's)
     for device in ran:
-        for program, phases in [(None, PHASES)] + _program_phases():
+        for program, phases in ((None, PHASES),) + PROGRAM_PHASE_TABLES:
             if any((phase.name, impl, device) in cases for phase in phases for impl in IMPLEMENTATIONS):
                 panels.append((device, "phases", phases, program))
         if any(("training_run", impl, device) in cases for impl in IMPLEMENTATIONS):

@@ -13,13 +13,14 @@ from pathlib import Path
 from phasebench import registry, schema
 from phasebench.data import SYNTHETIC_WARNING
 from phasebench.method import METHOD_VERSION
-from phasebench.programs import PROGRAMS, case_phase
+from phasebench.programs import case_phase
 from phasebench.report.cases import (
     DEVICE_CLOCK_COLUMNS,
     IMPLEMENTATIONS,
     NOT_RUN,
     ONE_SHOT,
     PHASES,
+    PROGRAM_PHASE_TABLES,
     RUN_PHASES,
     UTILIZATION_COLUMNS,
     Phase,
@@ -183,14 +184,11 @@ def program_tables(cases: dict, device: str) -> list[Table]:
     """Each other program whose cases ran on `device`: its training run (Total Time, its steps, its set-up and loop,
     paired in time where they were) and its phases in the published table's shape."""
     tables = []
-    for program in PROGRAMS.values():
-        if program.is_default:
-            continue
-        phases = tuple(Phase(case_phase(program.name, name), program.label(name)) for name in program.phases)
-        run_key = case_phase(program.name, "training_run")
+    for name, phases in PROGRAM_PHASE_TABLES:
+        run_key = case_phase(name, "training_run")
         runs = {impl: cases[key] for impl in IMPLEMENTATIONS if (key := (run_key, impl, device)) in cases}
         if runs:
-            table = Table(f"{program.name}: training run on {device}, a fixed count of steps, each round a fresh "
+            table = Table(f"{name}: training run on {device}, a fixed count of steps, each round a fresh "
                           "worker process; seconds",
                           [("Func", ""), ("Python(s)", ".4f"), ("CPP(s)", ".4f"), ("diff(s)", ".4f"), ("Python / CPP", "")])
             infos = {impl: bench.info for impl, bench in runs.items()}
@@ -204,11 +202,11 @@ def program_tables(cases: dict, device: str) -> list[Table]:
                 table.rows.append([label, *cells] + difference(values.get("python"), values.get("cpp"),
                                                                paired if label == "Total Time" else None))
             if paired:
-                table.notes.append(f"{program.name}: Total Time's Python / CPP: the geometric mean of the pairs of "
+                table.notes.append(f"{name}: Total Time's Python / CPP: the geometric mean of the pairs of "
                                    "rounds' ratios with its 95 % interval (docs/method.md#every-ratio-with-its-interval)")
             tables.append(table)
         if any((phase.name, impl, device) in cases for phase in phases for impl in IMPLEMENTATIONS):
-            tables.append(phase_table(cases, device, phases, f"{program.name}: per phase"))
+            tables.append(phase_table(cases, device, phases, f"{name}: per phase"))
     return tables
 
 

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from phasebench.programs import imported
 from phasebench.train import loaders
 from phasebench.train.products import all_finite, product
 from phasebench.train.program_phases import Phase, PhaseTable, ProgramTrainer
@@ -74,12 +75,9 @@ def adam_class(optimizer: str) -> type:
     equivalence tests' LibTorch-form Adam, tests/libtorch_adam.py)."""
     if optimizer == "torch":
         return torch.optim.Adam
-    module, colon, name = optimizer.partition(":")
-    if not colon:
+    if ":" not in optimizer:
         raise ValueError(f"optimizer '{optimizer}': 'torch' or 'module:Class'")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+    return imported(optimizer)
 
 
 class DcganTrainer(ProgramTrainer):
@@ -241,9 +239,15 @@ def _copied(t: DcganTrainer) -> dict:
                    matches_host=torch.equal(images.cpu(), host.cpu()), resident=images.data_ptr() == host.data_ptr())
 
 
+def _backward(output: torch.Tensor, loss: torch.Tensor, module: nn.Module, zero_before: bool | None = None) -> dict:
+    """A loss's backward pass into `module`: the output it scored, the loss, the module's gradients (and whether they
+    were zero when the clock started, where the phase zeroes them itself)."""
+    return product(output, all_finite([output]) and _grads_finite(module), loss.item(), zero_before=zero_before,
+                   nonzero_grads=_nonzero(module))
+
+
 def _real(t: DcganTrainer) -> dict:
-    return product(t.real_output, all_finite([t.real_output]) and _grads_finite(t.discriminator), t.d_loss_real.item(),
-                   zero_before=t.grads_zero_before, nonzero_grads=_nonzero(t.discriminator))
+    return _backward(t.real_output, t.d_loss_real, t.discriminator, t.grads_zero_before)
 
 
 def _generated(t: DcganTrainer) -> dict:
@@ -251,8 +255,7 @@ def _generated(t: DcganTrainer) -> dict:
 
 
 def _fake(t: DcganTrainer) -> dict:
-    return product(t.fake_output, all_finite([t.fake_output]) and _grads_finite(t.discriminator), t.d_loss_fake.item(),
-                   nonzero_grads=_nonzero(t.discriminator))
+    return _backward(t.fake_output, t.d_loss_fake, t.discriminator)
 
 
 def _stepped(module_of: Callable[[DcganTrainer], nn.Module], optimizer_of) -> Callable[[DcganTrainer], dict]:
@@ -273,8 +276,7 @@ def _stepped(module_of: Callable[[DcganTrainer], nn.Module], optimizer_of) -> Ca
 
 
 def _g_loss(t: DcganTrainer) -> dict:
-    return product(t.fake_output, all_finite([t.fake_output]) and _grads_finite(t.generator), t.g_loss.item(),
-                   zero_before=t.grads_zero_before, nonzero_grads=_nonzero(t.generator))
+    return _backward(t.fake_output, t.g_loss, t.generator, t.grads_zero_before)
 
 
 def _printed(t: DcganTrainer) -> dict:
