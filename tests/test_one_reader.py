@@ -43,6 +43,7 @@ LAB_NOT_SAVED_RESULTS = {
     ("studies/ndebug/compare.py", "*"): "a child process's line of phase times",
     ("studies/paired/run_pairs.py", "read_kept"): "the training-run rounds it kept (run-pairs.json)",
     ("studies/paired/forward_drift.py", "read_kept"): "the figures it kept (forward-drift.json)",
+    ("studies/paired/spread_floor.py", "read_kept"): "the draws it kept (spread-floor.json)",
 }
 # JSON parsed by hand in a script's embedded Python (or by jq).
 HAND_PARSED = re.compile(r"\bjson\.loads?\(|\bfrom json import\b|\bjq\b")

@@ -3,10 +3,11 @@ of the runs' estimates, the standard error each run's own pairs give it, and the
 that those standard errors leave unexplained, with the narrowest 95 % half-width an interval from one run would need
 to hold the runs' middle even with unlimited pairs of its own.
 
-    python -m lab.studies.paired.spread_floor DIR --runs-json results/paired-workers/spread-floor.json
-    python -m lab.studies.paired.spread_floor --from results/paired-workers/spread-floor.json
+    python -m lab.studies.paired.spread_floor DIR --runs-json spread-floor.json
+    python -m lab.studies.paired.spread_floor --from spread-floor.json
 
-DIR holds a paired study's saved runs (new-*.json and their .time files, lab/studies/paired/before_after.sh).
+DIR holds a paired study's saved runs (new-*.json and their .time files, lab/studies/paired/before_after.sh); the
+figures kept of method 9's twenty runs are packed in results/paired-workers/spread-floor.tar.xz.
 
 A run's draws of a ratio are its units, as its saved interval's are: per pair of workers the mean log ratio of its
 block pairs (a per-call phase), or each pair of fresh workers' rounds (the training run). The run's estimate is their
