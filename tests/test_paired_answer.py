@@ -30,6 +30,9 @@ def test_a_ratio_reads_as_a_factor_of_at_least_one_with_its_interval():
     assert direction(0.8, counted=True) == "1.25× fewer instructions"
     assert paired_direction(ratio(2.10, 1.96, 2.27)) == "2.10× slower [1.96, 2.27]"
     assert paired_direction(ratio(0.625, 0.6, 0.66)) == "1.60× faster [1.52, 1.67]"
+    # An interval that holds 1 decides no direction: each end in its own words, never "slower [0.90, 1.05]".
+    assert paired_direction(ratio(1.02, 0.97, 1.05)) == "1.02× slower [1.03× faster, 1.05× slower]"
+    assert paired_direction(ratio(0.99, 0.95, 1.0)) == "1.01× faster [1.05× faster, 1.00× the same]"
     wide = ratio(1.3, 0.9, 1.9)
     assert paired_direction(wide) == "undecided"
     assert undecided_lines({"forward": wide}) == [

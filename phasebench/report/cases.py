@@ -153,11 +153,14 @@ UNDECIDED = "undecided"
 
 def paired_direction(ratio: dict) -> str:
     """A paired ratio (a case's saved `ratio`) as the answer writes it: its direction with its 95 % interval in the same
-    terms, 2.10× slower [1.96, 2.27] or 1.60× faster [1.52, 1.70]; "undecided" where the run could not decide it
-    (undecided_lines says why)."""
+    terms, 2.10× slower [1.96, 2.27] or 1.60× faster [1.52, 1.70]; an interval that holds 1 decides no direction, so
+    each of its ends is written in its own, 1.02× slower [1.03× faster, 1.05× slower]; "undecided" where the run could
+    not decide it (undecided_lines says why)."""
     if not ratio.get("decided"):
         return UNDECIDED
     estimate, low, high = ratio["estimate"], ratio["low"], ratio["high"]
+    if low <= 1 <= high:
+        return f"{direction(estimate)} [{direction(low)}, {direction(high)}]"
     bounds = (low, high) if estimate >= 1 else (1 / high, 1 / low)
     return f"{direction(estimate)} [{bounds[0]:.2f}, {bounds[1]:.2f}]"
 

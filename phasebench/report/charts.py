@@ -62,7 +62,7 @@ def _bar_panel(axis, labels: list[str], values: dict[str, dict[int, float]], spr
     for i in range(len(labels)):
         if (paired or {}).get(i):  # measured side by side: the paired ratio with its interval, as the answer says
             ratio = paired[i]["estimate"]
-            text = paired_direction(paired[i]).replace("× ", "×\n").replace(" [", "\n[")
+            text = paired_direction(paired[i]).replace("× ", "×\n", 1).replace(" [", "\n[", 1)
             color = "grey" if not paired[i].get("decided") else "black" if ratio >= 1 else "#1a7f37"
         elif i in python and i in cpp and python[i] and cpp[i]:
             ratio = python[i] / cpp[i]
