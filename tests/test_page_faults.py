@@ -14,9 +14,11 @@ from phasebench import plain, registry
 from phasebench.worker.protocol import Train
 
 # A plain program of either language faults 3.2 (C++) to 3.9 (Python) times a step over an epoch, its first
-# touches included, and about 0 a step once warm; the trimmed heap faulted 300 to 1,100 a step. Ten a step is
-# 40 KiB faulted back each step: far below the artifact, above the plain programs with room for noise.
-FAULTS_PER_STEP_BOUND = 10
+# touches included, and about 0 a step once warm; the trimmed heap faulted 300 to 1,100 a step. Beside the rest of
+# the test command on two cores, a healthy C++ loop faulted 10.4 a step (626 in 60 steps; why is not measured, the
+# other processes' memory pressure is a hypothesis): fifty a step leaves room for that and stays six times below
+# the artifact.
+FAULTS_PER_STEP_BOUND = 50
 WARM_STEPS, COUNTED_STEPS = 20, 60
 PLAIN_CHECK_STEPS = 11  # two log lines
 
