@@ -13,7 +13,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from lab.studies.paired.run_files import kept_or_collected, load_and_wall
+from lab.studies.paired.run_files import load_and_wall, summary_main
 from phasebench.saved import SavedResult
 
 
@@ -46,11 +46,7 @@ def table(runs: dict[str, dict]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    runs = kept_or_collected(argv, __doc__, run_figures, read_kept)
-    if runs is None:
-        return 2
-    print(table(runs))
-    return 0
+    return summary_main(argv, __doc__, run_figures, read_kept, table)
 
 
 if __name__ == "__main__":

@@ -55,3 +55,13 @@ def kept_or_collected(argv: list[str], usage: str, collect, read_kept) -> dict |
     if runs_json:
         runs_json.write_text(json.dumps(runs, indent=1) + "\n")
     return runs
+
+
+def summary_main(argv: list[str], usage: str, collect, read_kept, table) -> int:
+    """A summary's command line: prints table(runs) of the runs kept_or_collected gives; 2, with the usage printed,
+    for any other command line."""
+    runs = kept_or_collected(argv, usage, collect, read_kept)
+    if runs is None:
+        return 2
+    print(table(runs))
+    return 0

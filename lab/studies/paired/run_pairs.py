@@ -15,7 +15,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from lab.studies.paired.run_files import kept_or_collected
+from lab.studies.paired.run_files import summary_main
 from phasebench.saved import SavedResult
 from phasebench.stats import MEAN, MEDIAN, paired_ratio
 
@@ -58,11 +58,7 @@ def table(runs: dict[str, dict]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    runs = kept_or_collected(argv, __doc__, lambda folder, run: run_rounds(folder / f"{run}.json"), read_kept)
-    if runs is None:
-        return 2
-    print(table(runs))
-    return 0
+    return summary_main(argv, __doc__, lambda folder, run: run_rounds(folder / f"{run}.json"), read_kept, table)
 
 
 if __name__ == "__main__":

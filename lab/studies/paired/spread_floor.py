@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lab.studies.paired.run_files import kept_or_collected, load_and_wall
+from lab.studies.paired.run_files import load_and_wall, summary_main
 from phasebench.saved import SavedResult
 
 RATIOS = ("training_run", "forward", "backward", "train_step", "param_update")
@@ -100,11 +100,7 @@ def table(runs: dict[str, dict]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    runs = kept_or_collected(argv, __doc__, run_figures, read_kept)
-    if runs is None:
-        return 2
-    print(table(runs))
-    return 0
+    return summary_main(argv, __doc__, run_figures, read_kept, table)
 
 
 if __name__ == "__main__":
